@@ -1,0 +1,1 @@
+"""Core calculators users compose graphs from; each module holds one calculator."""

@@ -1,0 +1,247 @@
+"""HttpLLMCalculator: OpenAI chat/completions over an LLM servable, one chunk per LOOPBACK cycle.
+
+    input_stream: "HTTP_REQUEST_PAYLOAD:input"
+    output_stream: "HTTP_RESPONSE_PAYLOAD:output"
+    node: {
+      name: "LLMExecutor"
+      calculator: "HttpLLMCalculator"
+      input_stream: "LOOPBACK:loopback"
+      input_stream: "HTTP_REQUEST_PAYLOAD:input"
+      input_side_packet: "LLM_NODE_RESOURCES:llm"
+      output_stream: "LOOPBACK:loopback"
+      output_stream: "HTTP_RESPONSE_PAYLOAD:output"
+      input_stream_info: { tag_index: 'LOOPBACK:0', back_edge: true }
+      node_options: { [type.googleapis.com/mediapipe.LLMCalculatorOptions]: { models_path: "./" } }
+      input_stream_handler {
+        input_stream_handler: "SyncSetInputStreamHandler",
+        options {
+          [mediapipe.SyncSetInputStreamHandlerOptions.ext] { sync_set { tag_index: "LOOPBACK:0" } }
+        }
+      }
+    }
+
+As in OVMS: the request packet starts a generation; a unary request answers with one JSON body;
+a streaming request emits the SSE frames of one engine step per process() call together with a
+LOOPBACK packet, which the back edge brings back (in its own sync set) to trigger the next call.
+The last call emits the final frames and `data: [DONE]` and no LOOPBACK, which ends the cycle.
+Once streaming has started, an error becomes one `data: {"error": ...}` frame and `[DONE]`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any, ClassVar
+
+from calculators.llm.llm_calculator_pb2 import LLMCalculatorOptions
+from calculators.llm.payload import HttpPayload
+from calculators.llm.resources import build_llm_servable
+from graphruntime import Calculator, CalculatorContext, CalculatorContract, register_calculator
+from graphruntime._proto.stream_handler_options_pb2 import SyncSetInputStreamHandlerOptions
+from graphruntime.resources import ResourceFactory
+from servables.errors import InvalidRequest, ServableError
+from servables.llm.servable import GenerationEvent, LLMServable
+from servables.openai.protocol import Endpoint, GenerationRequest, parse_request
+from servables.openai.responses import (
+    SSE_DONE,
+    Choice,
+    ResponseBuilder,
+    TokenLogprob,
+    dumps,
+    error_body,
+    sse_frame,
+)
+
+logger = logging.getLogger(__name__)
+
+REQUEST = "HTTP_REQUEST_PAYLOAD"
+RESPONSE = "HTTP_RESPONSE_PAYLOAD"
+LOOPBACK = "LOOPBACK"
+RESOURCES = "LLM_NODE_RESOURCES"
+EXECUTION_CONTEXTS = "LLM_NODE_EXECUTION_CONTEXTS"
+
+
+def endpoint_of(uri: str) -> Endpoint:
+    path = uri.split("?", 1)[0].rstrip("/")
+    if path.endswith("/chat/completions"):
+        return "chat"
+    if path.endswith("/completions"):
+        return "completions"
+    raise InvalidRequest(
+        "Wrong endpoint. Allowed endpoints: /v3/chat/completions, /v3/completions (also under /v1/)"
+    )
+
+
+def request_body(payload: HttpPayload) -> Any:
+    if payload.parsed_json is not None:
+        return payload.parsed_json
+    try:
+        return json.loads(payload.body)
+    except ValueError as error:
+        raise InvalidRequest(f"The request body is not valid JSON: {error}") from error
+
+
+def _sync_set_options() -> SyncSetInputStreamHandlerOptions:
+    options = SyncSetInputStreamHandlerOptions()
+    options.sync_set.add().tag_index.append("LOOPBACK:0")
+    return options
+
+
+@register_calculator
+class HttpLLMCalculator(Calculator):
+    options_type = LLMCalculatorOptions
+    blocking = False  # open() is cheap; process() is async
+    resource_factories: ClassVar[dict[str, ResourceFactory]] = {RESOURCES: build_llm_servable}
+
+    @classmethod
+    def get_contract(cls, cc: CalculatorContract) -> None:
+        cc.inputs.declare(REQUEST, HttpPayload)
+        cc.inputs.declare(LOOPBACK, bool)
+        cc.outputs.declare(RESPONSE, bytes)
+        cc.outputs.declare(LOOPBACK, bool)
+        cc.input_side_packets.declare(RESOURCES, dict)
+        cc.input_side_packets.declare(EXECUTION_CONTEXTS, optional=True)
+        # OVMS graphs name this handler themselves; this default keeps graphs that forget it alive.
+        cc.set_input_stream_handler("SyncSetInputStreamHandler", _sync_set_options())
+        if cc.options(LLMCalculatorOptions) is None:
+            raise ValueError("node_options must carry mediapipe.LLMCalculatorOptions")
+
+    def open(self, cc: CalculatorContext) -> None:
+        servables = cc.input_side_packets[RESOURCES].payload
+        servable = servables.get(cc.node_name) if isinstance(servables, dict) else None
+        if not isinstance(servable, LLMServable):
+            raise ServableError(f"Could not find initialized LLM node named: {cc.node_name}")
+        self.servable = servable
+        self.timestamp = 0
+        self.events: AsyncIterator[GenerationEvent] | None = None
+        self.builder: ResponseBuilder | None = None
+        self.request: GenerationRequest | None = None
+        self.payload: HttpPayload | None = None
+        self.announced: set[int] = set()
+
+    def _emit(self, cc: CalculatorContext, data: bytes, more: bool) -> None:
+        cc.outputs[RESPONSE].add(data, self.timestamp)
+        if more:
+            cc.outputs[LOOPBACK].add(True, self.timestamp)
+        self.timestamp += 1
+
+    async def process(self, cc: CalculatorContext) -> None:
+        request_packet = cc.inputs[REQUEST]
+        if not request_packet.is_empty():
+            await self._start(cc, request_packet.payload)
+        elif not cc.inputs[LOOPBACK].is_empty():
+            await self._stream_step(cc)
+
+    async def _start(self, cc: CalculatorContext, payload: HttpPayload) -> None:
+        endpoint = endpoint_of(payload.uri)
+        request = parse_request(request_body(payload), endpoint, self.servable.limits)
+        if request.ignored_fields:
+            logger.debug("ignoring request fields: %s", ", ".join(request.ignored_fields))
+        self.payload = payload
+        self.request = request
+        self.builder = ResponseBuilder(
+            endpoint,
+            request.model,
+            include_usage=request.include_usage,
+            top_logprobs=request.sampling.top_logprobs,
+        )
+        self.events = aiter(self.servable.generate(request))
+        if request.stream:
+            await self._stream_step(cc)
+        else:
+            self._emit(cc, await self._unary(), more=False)
+
+    async def _unary(self) -> bytes:
+        assert self.events is not None and self.builder is not None and self.request is not None
+        texts: dict[int, list[str]] = {}
+        logprobs: dict[int, list[TokenLogprob]] = {}
+        reasons: dict[int, str] = {}
+        usage = None
+        async for event in self.events:
+            for update in event.updates:
+                texts.setdefault(update.index, []).append(update.text)
+                if update.logprobs:
+                    logprobs.setdefault(update.index, []).extend(update.logprobs)
+                if update.finish_reason:
+                    reasons[update.index] = update.finish_reason
+            usage = event.usage or usage
+        assert usage is not None
+        want_logprobs = self.request.sampling.logprobs
+        choices = [
+            Choice(
+                index,
+                "".join(texts.get(index, [])),
+                reasons.get(index, "stop"),
+                logprobs.get(index, []) if want_logprobs else None,
+            )
+            for index in range(self.request.sampling.n)
+        ]
+        prompt = self._echo_prefix()
+        return dumps(self.builder.unary(choices, usage, prompt)).encode()
+
+    def _echo_prefix(self) -> str:
+        request = self.request
+        if request is None or not request.echo or request.endpoint != "completions":
+            return ""
+        return request.prompt if isinstance(request.prompt, str) else ""
+
+    async def _stream_step(self, cc: CalculatorContext) -> None:
+        assert self.events is not None and self.builder is not None
+        client = self.payload.client if self.payload else None
+        if client is not None and client.is_disconnected():
+            await self._abandon()
+            return
+        try:
+            event = await anext(self.events)
+        except StopAsyncIteration:
+            self._emit(cc, SSE_DONE, more=False)
+            return
+        except ServableError as error:
+            if self.timestamp == 0:
+                raise  # nothing sent yet: the server answers with a proper error status
+            body = error_body(
+                error.message,
+                "server_error"
+                if not isinstance(error, InvalidRequest)
+                else "invalid_request_error",
+                error.param,
+            )
+            self._emit(cc, sse_frame(body) + SSE_DONE, more=False)
+            await self._abandon()
+            return
+        self._emit(cc, self._frames(event), more=event.usage is None)
+
+    def _frames(self, event: GenerationEvent) -> bytes:
+        builder = self.builder
+        assert builder is not None
+        frames: list[bytes] = []
+        for update in event.updates:
+            if builder.endpoint == "chat" and update.index not in self.announced:
+                self.announced.add(update.index)
+                frames.append(sse_frame(builder.role_chunk(update.index)))
+            text = update.text
+            if builder.endpoint == "completions" and update.index not in self.announced:
+                self.announced.add(update.index)
+                text = self._echo_prefix() + text
+            if text or update.finish_reason or update.logprobs:
+                frames.append(
+                    sse_frame(
+                        builder.delta_chunk(
+                            update.index, text, update.logprobs, update.finish_reason
+                        )
+                    )
+                )
+        if event.usage is not None:
+            if builder.include_usage:
+                frames.append(sse_frame(builder.usage_chunk(event.usage)))
+            frames.append(SSE_DONE)
+        return b"".join(frames)
+
+    async def _abandon(self) -> None:
+        events, self.events = self.events, None
+        if events is not None and hasattr(events, "aclose"):
+            await events.aclose()
+
+    async def close(self, cc: CalculatorContext) -> None:
+        await self._abandon()

@@ -1,0 +1,28 @@
+"""The HTTP request as a graph packet, and the connection it came on.
+
+The server (application layer) fills these in; calculators only see this module, so they never
+depend on the HTTP framework. `ClientConnection` is how a disconnect reaches a calculator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+class ClientConnection(Protocol):
+    def is_disconnected(self) -> bool: ...
+
+    def on_disconnect(self, callback: Callable[[], None]) -> None: ...
+
+
+@dataclass(frozen=True)
+class HttpPayload:
+    """One HTTP request: what OVMS's HttpPayload carries (uri, headers, body, parsed JSON)."""
+
+    uri: str
+    headers: Mapping[str, str]
+    body: bytes
+    parsed_json: Any = None
+    client: ClientConnection | None = None

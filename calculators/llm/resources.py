@@ -1,0 +1,173 @@
+"""Build the LLM servable behind LLM_NODE_RESOURCES from the node's LLMCalculatorOptions.
+
+This is the only place that knows both the graph option names (OVMS's proto) and the servable's
+settings, so graph files stay OVMS-compatible while servables stay free of protobuf.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from calculators.llm.llm_calculator_pb2 import LLMCalculatorOptions
+from graphruntime.validation import NodeSpec, ValidatedGraph
+from servables.errors import ServableLoadError
+from servables.llm.model_files import PipelineType, resolve_models_path
+from servables.llm.servable import LLMServable, LLMServableConfig
+
+logger = logging.getLogger(__name__)
+
+UNIMPLEMENTED_OPTIONS = (
+    "tool_parser",
+    "reasoning_parser",
+    "enable_tool_guided_generation",
+    "chat_template_mode",
+)
+DRAFT_OPTIONS = (
+    "draft_device",
+    "draft_max_num_batched_tokens",
+    "draft_cache_size",
+    "draft_block_size",
+    "draft_max_num_seqs",
+    "draft_dynamic_split_fuse",
+    "draft_eagle3_mode",
+)
+
+
+def _plugin_config(text: str) -> dict[str, Any]:
+    if not text.strip():
+        return {}
+    try:
+        parsed = json.loads(text)
+    except ValueError as error:
+        raise ServableLoadError(
+            f"plugin_config is not valid JSON: {error}", param="plugin_config"
+        ) from error
+    if not isinstance(parsed, dict):
+        raise ServableLoadError("plugin_config must be a JSON object", param="plugin_config")
+    return parsed
+
+
+def _scheduler(options: LLMCalculatorOptions) -> dict[str, Any]:
+    scheduler: dict[str, Any] = {
+        "cache_size": options.cache_size,
+        "max_num_batched_tokens": options.max_num_batched_tokens,
+        "max_num_seqs": options.max_num_seqs,
+        "dynamic_split_fuse": options.dynamic_split_fuse,
+        "enable_prefix_caching": options.enable_prefix_caching,
+    }
+    if options.HasField("cache_interval_multiplier"):
+        scheduler["cache_interval_multiplier"] = options.cache_interval_multiplier
+    if options.HasField("cache_eviction_config"):
+        eviction = options.cache_eviction_config
+        for required in ("start_size", "recent_size", "max_cache_size"):
+            if not eviction.HasField(required):
+                raise ServableLoadError(
+                    f"cache_eviction_config.{required} is required", param="cache_eviction_config"
+                )
+        scheduler["cache_eviction_config"] = {
+            "aggregation_mode": LLMCalculatorOptions.CacheEvictionConfig.AggregationMode.Name(
+                eviction.aggregation_mode
+            ),
+            "start_size": eviction.start_size,
+            "recent_size": eviction.recent_size,
+            "max_cache_size": eviction.max_cache_size,
+            "apply_rotation": eviction.apply_rotation,
+            "snapkv_window_size": eviction.snapkv_window_size,
+        }
+    if options.HasField("sparse_attention_config"):
+        sparse = options.sparse_attention_config
+        settings: dict[str, Any] = {
+            "mode": LLMCalculatorOptions.SparseAttentionConfig.SparseAttentionMode.Name(sparse.mode)
+        }
+        for name in (
+            "num_last_dense_tokens_in_prefill",
+            "num_retained_start_tokens_in_cache",
+            "num_retained_recent_tokens_in_cache",
+            "xattention_threshold",
+            "xattention_block_size",
+            "xattention_stride",
+        ):
+            if sparse.HasField(name):
+                settings[name] = getattr(sparse, name)
+        scheduler["sparse_attention_config"] = settings
+    return scheduler
+
+
+def _draft(options: LLMCalculatorOptions, graph_dir: Path, device: str) -> dict[str, Any] | None:
+    if not options.HasField("draft_models_path"):
+        given = [name for name in DRAFT_OPTIONS if options.HasField(name)]
+        if given:
+            raise ServableLoadError(
+                f"{', '.join(given)} need draft_models_path to be set", param=given[0]
+            )
+        return None
+    if options.draft_eagle3_mode:
+        raise ServableLoadError(
+            "draft_eagle3_mode is not supported by graphrt yet", param="draft_eagle3_mode"
+        )
+    scheduler = {
+        "cache_size": options.draft_cache_size
+        if options.HasField("draft_cache_size")
+        else options.cache_size,
+        "max_num_batched_tokens": options.draft_max_num_batched_tokens
+        if options.HasField("draft_max_num_batched_tokens")
+        else options.max_num_batched_tokens,
+        "max_num_seqs": options.draft_max_num_seqs
+        if options.HasField("draft_max_num_seqs")
+        else options.max_num_seqs,
+        "dynamic_split_fuse": options.draft_dynamic_split_fuse
+        if options.HasField("draft_dynamic_split_fuse")
+        else options.dynamic_split_fuse,
+    }
+    try:
+        draft_path = resolve_models_path(options.draft_models_path, graph_dir)
+    except ServableLoadError as error:
+        raise ServableLoadError(
+            error.message.replace("models_path", "draft_models_path", 1),
+            param="draft_models_path",
+        ) from error
+    return {
+        "models_path": str(draft_path),
+        "device": options.draft_device or device,
+        "scheduler": scheduler,
+    }
+
+
+def servable_config(
+    options: LLMCalculatorOptions, graph_dir: Path, name: str, log_level: int = logging.INFO
+) -> LLMServableConfig:
+    """LLMCalculatorOptions → LLMServableConfig, with OVMS's defaults and load-time checks."""
+    if not options.HasField("models_path"):
+        raise ServableLoadError("LLMCalculatorOptions.models_path is required", param="models_path")
+    models_path = resolve_models_path(options.models_path, graph_dir)
+    device = options.device or "CPU"
+    properties = _plugin_config(options.plugin_config)
+    for option in UNIMPLEMENTED_OPTIONS:
+        if options.HasField(option):
+            logger.warning(
+                "%s: option %s is accepted but not implemented by graphrt yet", name, option
+            )
+    return LLMServableConfig(
+        name=name,
+        models_path=models_path,
+        device=device,
+        pipeline_type=PipelineType[LLMCalculatorOptions.PipelineType.Name(options.pipeline_type)],
+        properties=properties,
+        scheduler=_scheduler(options),
+        draft=_draft(options, graph_dir, device),
+        max_tokens_limit=options.max_tokens_limit if options.HasField("max_tokens_limit") else None,
+        best_of_limit=options.best_of_limit,
+        log_level=log_level,
+    )
+
+
+def build_llm_servable(graph: ValidatedGraph, node: NodeSpec, owner: str) -> LLMServable:
+    options = graph.node_options(node, LLMCalculatorOptions)
+    if not isinstance(options, LLMCalculatorOptions):
+        raise ServableLoadError(f'node "{node.name}" has no LLMCalculatorOptions')
+    return LLMServable(
+        servable_config(options, Path(graph.directory), owner, logging.getLogger().level)
+    )

@@ -1,0 +1,114 @@
+"""Name → implementation registries for calculators and input stream handlers.
+
+graph.pbtxt names implementations by string, so every pluggable piece is found through a registry.
+Besides explicit registration (the decorators), a registry consults a Python entry-point group
+on a miss, which is how installed packages (graphrt's own calculators included) make their
+calculators available without being imported up front: the entry point's name is the calculator
+name and its value the module or class to load, so only what a graph uses gets imported.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.metadata
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar, overload
+
+from graphruntime.calculator import Calculator
+from graphruntime.stream_handlers import BUILTIN_HANDLERS, InputStreamHandler
+
+T = TypeVar("T")
+C = TypeVar("C", bound=type[Calculator])
+H = TypeVar("H", bound=type[InputStreamHandler])
+
+logger = logging.getLogger(__name__)
+
+CALCULATOR_ENTRY_POINTS = "graphrt.calculators"
+HANDLER_ENTRY_POINTS = "graphrt.input_stream_handlers"
+
+
+class Registry(Generic[T]):
+    def __init__(self, kind: str, entry_point_group: str, base: type) -> None:
+        self.kind = kind
+        self.entry_point_group = entry_point_group
+        self.base = base
+        self._items: dict[str, T] = {}
+        self._lock = threading.Lock()
+
+    def register(self, name: str, item: T) -> None:
+        with self._lock:
+            existing = self._items.get(name)
+            if existing is not None and existing is not item:
+                logger.warning(
+                    "%s %r is registered again; the new one replaces the old", self.kind, name
+                )
+            self._items[name] = item
+
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            self._items.pop(name, None)
+
+    def _entry_points(self) -> dict[str, importlib.metadata.EntryPoint]:
+        return {ep.name: ep for ep in importlib.metadata.entry_points(group=self.entry_point_group)}
+
+    def get(self, name: str) -> T | None:
+        """The implementation registered as `name`, loading its entry point if needed."""
+        item = self._items.get(name)
+        if item is not None:
+            return item
+        entry_point = self._entry_points().get(name)
+        if entry_point is None:
+            return None
+        loaded = entry_point.load()
+        if isinstance(loaded, type) and issubclass(loaded, self.base):
+            self._items.setdefault(name, loaded)  # type: ignore[arg-type]
+        return self._items.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(set(self._items) | set(self._entry_points()))
+
+    def suggestion(self, name: str) -> str | None:
+        matches = difflib.get_close_matches(name, self.names(), n=1, cutoff=0.6)
+        return matches[0] if matches else None
+
+
+calculators: Registry[type[Calculator]] = Registry(
+    "calculator", CALCULATOR_ENTRY_POINTS, Calculator
+)
+input_stream_handlers: Registry[type[InputStreamHandler]] = Registry(
+    "input stream handler", HANDLER_ENTRY_POINTS, InputStreamHandler
+)
+for _handler in BUILTIN_HANDLERS:
+    input_stream_handlers.register(_handler.__name__, _handler)
+
+
+@overload
+def register_calculator(cls: C, /) -> C: ...
+@overload
+def register_calculator(*, name: str) -> Callable[[C], C]: ...
+def register_calculator(cls: C | None = None, /, *, name: str | None = None) -> Any:
+    """Class decorator: make a calculator available to graphs under its class name (or `name`)."""
+
+    def register(klass: C) -> C:
+        if not issubclass(klass, Calculator):
+            raise TypeError(f"{klass!r} is not a Calculator subclass")
+        calculators.register(name or klass.__name__, klass)
+        return klass
+
+    return register(cls) if cls is not None else register
+
+
+@overload
+def register_input_stream_handler(cls: H, /) -> H: ...
+@overload
+def register_input_stream_handler(*, name: str) -> Callable[[H], H]: ...
+def register_input_stream_handler(cls: H | None = None, /, *, name: str | None = None) -> Any:
+    """Class decorator: make an input stream handler available under its class name."""
+
+    def register(klass: H) -> H:
+        input_stream_handlers.register(name or klass.__name__, klass)
+        return klass
+
+    return register(cls) if cls is not None else register

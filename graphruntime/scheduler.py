@@ -1,0 +1,778 @@
+"""One run of a validated graph: node state, the ready queue, and MediaPipe's run semantics.
+
+Everything runs on one asyncio event loop. Ready nodes sit in a heap keyed by a static rank that
+puts nodes closer to the outputs first (MediaPipe's priority, which keeps queues short) and sources
+last. The pump pops nodes and calls their hooks in one of three ways, chosen once per node:
+inline (cheap sync code), as a task (`async def` hooks) or on a worker thread (sync code that may
+block). The pump yields to the loop every few milliseconds so that a busy graph cannot starve the
+HTTP server sharing the loop.
+
+The run ends when every graph input is closed, every source is done and nothing is ready or
+running; nodes still open then (for example those in a LOOPBACK cycle) are closed, as MediaPipe
+does at the end of a run. The first failure stops the run: running tasks are cancelled (calls on
+worker threads are waited for), every opened node is closed with the error visible in
+`cc.graph_error`, and the error is reported once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from concurrent.futures import Executor
+from heapq import heappop, heappush
+from typing import Any
+
+from graphruntime.calculator import Calculator, StatusStop
+from graphruntime.context import (
+    CalculatorContext,
+    InputPackets,
+    InputSidePackets,
+    OutputSidePackets,
+    OutputStreamHandle,
+    OutputStreams,
+)
+from graphruntime.errors import (
+    CalculatorError,
+    GraphCancelledError,
+    GraphError,
+    GraphRunError,
+    GraphUsageError,
+)
+from graphruntime.packet import Packet
+from graphruntime.stream_handlers import NOT_READY, READY_FOR_CLOSE, InputStreamHandler
+from graphruntime.streams import InputStream, OutputStream
+from graphruntime.timestamp import (
+    DONE,
+    MAX,
+    MIN,
+    ONE_OVER_POSTSTREAM,
+    POSTSTREAM,
+    PRESTREAM,
+    UNSTARTED,
+    next_allowed_in_stream,
+)
+from graphruntime.validation import GRAPH_INPUT, NodeSpec, ValidatedGraph
+
+logger = logging.getLogger(__name__)
+
+# How a hook is called.
+SKIP, INLINE, ASYNC, THREAD = range(4)
+# Node lifecycle.
+WAITING, OPENING, OPEN, CLOSING, CLOSED = range(5)
+
+PUMP_SLICE_SECONDS = 0.005
+
+StreamObserver = Callable[[str, Packet[Any]], None]
+BoundObserver = Callable[[str, int], None]
+
+
+def _hook_mode(spec: NodeSpec, hook: str, executor: Executor | None) -> int:
+    calculator = spec.calculator
+    if getattr(calculator, hook) is getattr(Calculator, hook):
+        return SKIP
+    if hook in spec.async_hooks:
+        return ASYNC
+    if calculator.blocking and executor is not None:
+        return THREAD
+    return INLINE
+
+
+async def _run_sync(method: Callable[[CalculatorContext], Any], context: CalculatorContext) -> None:
+    method(context)
+
+
+def _offset_bound(input_timestamp: int, offset: int) -> int:
+    """Output bound implied by a timestamp offset after processing `input_timestamp`."""
+    if input_timestamp == PRESTREAM:
+        return MIN
+    if input_timestamp == MAX:
+        return POSTSTREAM if offset >= 0 else next_allowed_in_stream(input_timestamp + offset)
+    if input_timestamp == POSTSTREAM:
+        return ONE_OVER_POSTSTREAM
+    return next_allowed_in_stream(input_timestamp) + offset
+
+
+class Throttled:
+    """Something that feeds a graph and can be held back: a graph input stream or a source node."""
+
+    __slots__ = ("throttle",)
+
+    def __init__(self) -> None:
+        self.throttle = 0
+
+
+class GraphInputStream(Throttled):
+    __slots__ = ("closed", "name", "output", "waiters")
+
+    def __init__(self, name: str, output: OutputStream) -> None:
+        super().__init__()
+        self.name = name
+        self.output = output
+        self.closed = False
+        self.waiters: list[asyncio.Future[None]] = []
+
+
+class NodeRuntime(Throttled):
+    __slots__ = (
+        "calculator",
+        "close_mode",
+        "context",
+        "executor",
+        "free_contexts",
+        "handler",
+        "in_flight",
+        "in_order",
+        "inputs",
+        "name",
+        "offset",
+        "open_mode",
+        "outputs",
+        "process_mode",
+        "queued",
+        "rank",
+        "spec",
+        "state",
+    )
+
+    def __init__(self, spec: NodeSpec, rank: int, executor: Executor | None) -> None:
+        super().__init__()
+        self.spec = spec
+        self.name = spec.name
+        self.rank = rank
+        self.executor = executor
+        self.calculator: Calculator | None = None
+        self.handler: InputStreamHandler | None = None
+        self.inputs: list[InputStream] = []
+        self.outputs: list[OutputStream] = []
+        self.context: CalculatorContext | None = None
+        self.free_contexts: list[CalculatorContext] = []
+        self.in_order: deque[tuple[CalculatorContext, bool]] = deque()
+        self.state = WAITING
+        self.queued = False
+        self.in_flight = 0
+        self.offset = spec.timestamp_offset
+        self.open_mode = _hook_mode(spec, "open", executor)
+        self.process_mode = _hook_mode(spec, "process", executor)
+        self.close_mode = _hook_mode(spec, "close", executor)
+        if spec.max_in_flight > 1 and self.process_mode == INLINE:
+            self.process_mode = ASYNC if spec.calculator.blocking is False else THREAD
+
+    @property
+    def is_source(self) -> bool:
+        return not self.spec.inputs.names
+
+
+class GraphRun:
+    """State of one run; created by `Graph.start_run` and driven on its event loop."""
+
+    def __init__(
+        self,
+        graph: ValidatedGraph,
+        loop: asyncio.AbstractEventLoop,
+        executors: Callable[[str], Executor | None],
+        observers: Mapping[str, list[StreamObserver]],
+        bound_observers: Mapping[str, list[BoundObserver]],
+    ) -> None:
+        self.graph = graph
+        self.loop = loop
+        self.heap: list[int] = []
+        self.pump_scheduled = False
+        self.running = 0
+        # Process invocations in flight (cancelled when the run fails) and open/close tasks.
+        self.tasks: set[asyncio.Future[Any]] = set()
+        self.lifecycle: set[asyncio.Future[Any]] = set()
+        self.finish_task: asyncio.Task[None] | None = None
+        self.errors: list[GraphError] = []
+        self.halted = False
+        self.finishing = False
+        self.finished = asyncio.Event()
+        self.idle_waiters: list[asyncio.Future[None]] = []
+        self.full_streams: set[InputStream] = set()
+        self.side_packets: dict[str, Packet[Any]] = {}
+        self.stream_throttle_targets: dict[InputStream, tuple[Throttled, ...]] = {}
+
+        count = len(graph.nodes)
+        # Non-sources: downstream first (higher sorted index = smaller rank). Sources after all.
+        sources = [spec for spec in graph.nodes if spec.is_source]
+        others = [spec for spec in graph.nodes if not spec.is_source]
+        ordered = sorted(others, key=lambda s: -s.index) + sorted(
+            sources, key=lambda s: (s.source_layer, s.index)
+        )
+        rank_of = {spec.index: rank for rank, spec in enumerate(ordered)}
+        self.nodes = [
+            NodeRuntime(spec, rank_of[spec.index], executors(spec.executor)) for spec in graph.nodes
+        ]
+        self.by_rank: list[NodeRuntime] = [self.nodes[0]] * count
+        for node in self.nodes:
+            self.by_rank[node.rank] = node
+        self.sources = [node for node in self.nodes if node.is_source]
+        self.active_sources = set(self.sources)
+
+        schedule = self.schedule
+        streams: dict[str, OutputStream] = {}
+        self.inputs: dict[str, GraphInputStream] = {}
+        for name in graph.input_streams.names:
+            stream = OutputStream(name, schedule)
+            streams[name] = stream
+            self.inputs[name] = GraphInputStream(name, stream)
+        for node in self.nodes:
+            for name in node.spec.outputs.names:
+                node.outputs.append(streams.setdefault(name, OutputStream(name, schedule)))
+        for name, callbacks in observers.items():
+            for callback in callbacks:
+                streams[name].observers.append(self._guard_observer(name, callback))
+        for name, bound_callbacks in bound_observers.items():
+            for bound_callback in bound_callbacks:
+                streams[name].bound_observers.append(
+                    self._guard_bound_observer(name, bound_callback)
+                )
+
+        upstream = self._upstream_feeders()
+        queue_limit = graph.max_queue_size
+        for node in self.nodes:
+            spec = node.spec
+            limit = max(queue_limit, spec.buffer_size_hint) if queue_limit > 0 else -1
+            for flat_id, name in enumerate(spec.inputs.names):
+                queue = InputStream(name, node, limit, flat_id in spec.back_edges, self._on_full)
+                node.inputs.append(queue)
+                streams[name].consumers.append(queue)
+                producer_index, _ = graph.producers[name]
+                if producer_index == GRAPH_INPUT:
+                    targets: set[Throttled] = {self.inputs[name]}
+                else:
+                    producer = self.nodes[producer_index]
+                    targets = set(upstream[producer_index])
+                    if producer.is_source:
+                        targets.add(producer)
+                self.stream_throttle_targets[queue] = tuple(targets)
+            if node.inputs:
+                node.handler = spec.handler(
+                    node.inputs, spec.inputs, spec.handler_options, spec.process_timestamp_bounds
+                )
+
+    # ----------------------------------------------------------------------------------- setup
+
+    def _upstream_feeders(self) -> list[frozenset[Throttled]]:
+        """For each node, the graph inputs and sources whose packets reach it (back edges aside)."""
+        feeders: list[frozenset[Throttled]] = []
+        for node in self.nodes:
+            found: set[Throttled] = set()
+            for flat_id, name in enumerate(node.spec.inputs.names):
+                if flat_id in node.spec.back_edges:
+                    continue
+                producer_index, _ = self.graph.producers[name]
+                if producer_index == GRAPH_INPUT:
+                    found.add(self.inputs[name])
+                else:
+                    found |= feeders[producer_index]
+                    if self.nodes[producer_index].is_source:
+                        found.add(self.nodes[producer_index])
+            feeders.append(frozenset(found))
+        return feeders
+
+    def _guard_observer(self, name: str, callback: StreamObserver) -> Callable[[Packet[Any]], None]:
+        def observe(packet: Packet[Any]) -> None:
+            try:
+                callback(name, packet)
+            except Exception as error:
+                self.fail(GraphError(f'Observer of output stream "{name}" failed: {error}'))
+
+        return observe
+
+    def _guard_bound_observer(self, name: str, callback: BoundObserver) -> Callable[[int], None]:
+        def observe(bound: int) -> None:
+            try:
+                callback(name, bound)
+            except Exception as error:
+                self.fail(GraphError(f'Observer of output stream "{name}" failed: {error}'))
+
+        return observe
+
+    def _make_context(self, node: NodeRuntime) -> CalculatorContext:
+        spec = node.spec
+        side_packets = [
+            self.side_packets.get(name, Packet.empty()) for name in spec.input_side_packets.names
+        ]
+        context = CalculatorContext(
+            spec.name,
+            spec.calculator_name,
+            InputPackets(spec.inputs),
+            InputSidePackets(spec.input_side_packets, side_packets),
+            OutputSidePackets(
+                spec.output_side_packets, functools.partial(self._set_side_packet, node)
+            ),
+            functools.partial(self.graph.node_options, spec),
+            spec.calculator.options_type,
+        )
+        context.outputs = OutputStreams(
+            spec.outputs, [OutputStreamHandle(stream, context) for stream in node.outputs]
+        )
+        return context
+
+    def _acquire_context(self, node: NodeRuntime) -> CalculatorContext:
+        if node.spec.max_in_flight == 1:
+            assert node.context is not None
+            return node.context
+        return node.free_contexts.pop() if node.free_contexts else self._make_context(node)
+
+    # ------------------------------------------------------------------------------- lifecycle
+
+    async def start(self, side_packets: Mapping[str, Any]) -> None:
+        for name, value in side_packets.items():
+            self.side_packets[name] = value if isinstance(value, Packet) else Packet(value)
+        missing = [
+            name
+            for name, required in self.graph.external_side_packets.items()
+            if required and name not in self.side_packets
+        ]
+        if missing:
+            raise GraphUsageError(
+                "; ".join(
+                    f'Side packet "{name}" is required but was not provided.' for name in missing
+                )
+            )
+        for node in self.nodes:
+            if self.halted:
+                break
+            if self._side_packets_ready(node):
+                await self._open(node)
+        if self.errors:
+            await self.wait()
+        self._maybe_idle()
+
+    def _side_packets_ready(self, node: NodeRuntime) -> bool:
+        spec = node.spec
+        for flat_id, name in enumerate(spec.input_side_packets.names):
+            if name in self.side_packets:
+                continue
+            if (
+                flat_id in spec.optional_side_packets
+                and name not in self.graph.side_packet_producers
+            ):
+                continue
+            return False
+        return True
+
+    def _set_side_packet(self, node: NodeRuntime, name: str, packet: Packet[Any]) -> None:
+        if name in self.side_packets:
+            raise GraphError(f'Output side packet "{name}" was already set.')
+        self.side_packets[name] = packet
+        for waiting in self.nodes:
+            if waiting.state == WAITING and self._side_packets_ready(waiting):
+                self._spawn(self._open(waiting))
+
+    async def _open(self, node: NodeRuntime) -> None:
+        node.state = OPENING
+        node.calculator = node.spec.calculator()
+        node.context = self._make_context(node)
+        context = node.context
+        try:
+            await self._call(node, node.open_mode, "open", context)
+        except Exception as error:
+            node.state = CLOSED  # Open failed: neither process nor close will be called.
+            self._record(node, "Open", error)
+            return
+        node.state = OPEN
+        self.schedule(node)
+
+    async def _call(
+        self, node: NodeRuntime, mode: int, hook: str, context: CalculatorContext
+    ) -> None:
+        """Run a hook outside the pump (open/close), in the node's mode."""
+        if mode == SKIP:
+            return
+        method = getattr(node.calculator, hook)
+        if mode == ASYNC:
+            await method(context)
+        elif mode == THREAD:
+            context._buffer = []
+            try:
+                await self.loop.run_in_executor(node.executor, method, context)
+            finally:
+                context.flush_buffer()
+        else:
+            method(context)
+
+    def _spawn(self, coroutine: Any) -> None:
+        """Run an open or close as a task; the run is not idle until it ends."""
+        task = self.loop.create_task(coroutine)
+        self.running += 1
+        self.lifecycle.add(task)
+        task.add_done_callback(self._lifecycle_done)
+
+    def _lifecycle_done(self, task: asyncio.Future[Any]) -> None:
+        self.running -= 1
+        self.lifecycle.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self.fail(GraphError(f"internal error: {task.exception()!r}"))
+        self._maybe_idle()
+
+    # -------------------------------------------------------------------------------- pumping
+
+    def schedule(self, node: NodeRuntime) -> None:
+        if node.queued or node.state != OPEN:
+            return
+        node.queued = True
+        heappush(self.heap, node.rank)
+        if not self.pump_scheduled:
+            self.pump_scheduled = True
+            self.loop.call_soon(self.pump)
+
+    def pump(self) -> None:
+        heap = self.heap
+        by_rank = self.by_rank
+        step = self._step
+        deadline = time.perf_counter() + PUMP_SLICE_SECONDS
+        count = 0
+        while heap and not self.halted:
+            node = by_rank[heappop(heap)]
+            node.queued = False
+            step(node)
+            count += 1
+            if count & 31 == 0 and time.perf_counter() > deadline:
+                break
+        if heap and not self.halted:
+            self.loop.call_soon(self.pump)
+            return
+        self.pump_scheduled = False
+        heap.clear()
+        self._maybe_idle()
+
+    def _step(self, node: NodeRuntime) -> None:
+        if node.state != OPEN or node.in_flight >= node.spec.max_in_flight:
+            return
+        handler = node.handler
+        if handler is None:  # a source
+            if node not in self.active_sources:
+                # Stopped (close_all_packet_sources) while a call was running: close it now, so
+                # its outputs close and downstream nodes can finish before the run ends.
+                if node.in_flight == 0:
+                    self._spawn(self._close(node))
+                return
+            if node.throttle == 0 and self._source_turn(node):
+                context = self._acquire_context(node)
+                context._input_timestamp = 0  # MediaPipe's dummy input timestamp for sources
+                self._invoke(node, UNSTARTED, context)
+            return
+        try:
+            timestamp = handler.readiness()
+            if timestamp == NOT_READY:
+                # With parallel calls in flight, earlier outputs are still buffered: wait for them.
+                if node.offset is not None and node.in_flight == 0:
+                    self._propagate_offset(node, handler.min_stream_timestamp())
+                return
+            if timestamp == READY_FOR_CLOSE:
+                if node.in_flight == 0:
+                    self._spawn(self._close(node))
+                return
+            context = self._acquire_context(node)
+            handler.fill_input_set(timestamp, context.inputs._packets)
+        except Exception as error:
+            self._record(node, "Process", error)
+            return
+        context._input_timestamp = timestamp
+        self._invoke(node, timestamp, context)
+
+    def _source_turn(self, node: NodeRuntime) -> bool:
+        layer = min(source.spec.source_layer for source in self.active_sources)
+        return node.spec.source_layer == layer
+
+    def _propagate_offset(self, node: NodeRuntime, input_bound: int) -> None:
+        if not MIN <= input_bound <= MAX:
+            return
+        assert node.offset is not None
+        bound = input_bound + node.offset
+        for stream in node.outputs:
+            if bound > stream.bound and stream.bound != DONE:
+                stream.raise_bound(bound)
+
+    def _invoke(
+        self, node: NodeRuntime, timestamp: int, context: CalculatorContext | None = None
+    ) -> None:
+        if context is None:
+            context = self._acquire_context(node)
+            context._input_timestamp = timestamp
+        mode = node.process_mode
+        calculator = node.calculator
+        assert calculator is not None
+        if mode in (INLINE, SKIP):
+            try:
+                calculator.process(context)
+            except Exception as error:
+                self._process_failed(node, error)
+                return
+            self._processed(node, timestamp)
+            return
+        node.in_flight += 1
+        self.running += 1
+        if node.spec.max_in_flight > 1:
+            context._buffer = []
+            node.in_order.append((context, False))
+        future: asyncio.Future[Any]
+        if mode == ASYNC:
+            if "process" in node.spec.async_hooks:
+                coroutine = calculator.process(context)
+            else:  # non-blocking sync process() under max_in_flight > 1
+                coroutine = _run_sync(calculator.process, context)
+            future = self.loop.create_task(coroutine)  # type: ignore[arg-type]
+        else:
+            context._buffer = []
+            future = self.loop.run_in_executor(node.executor, calculator.process, context)
+        self.tasks.add(future)
+        future.add_done_callback(functools.partial(self._invoked, node, context, timestamp))
+        if node.in_flight < node.spec.max_in_flight and node.handler is not None:
+            self.schedule(node)  # max_in_flight > 1: the next input set may start now
+
+    def _invoked(
+        self,
+        node: NodeRuntime,
+        context: CalculatorContext,
+        timestamp: int,
+        future: asyncio.Future[Any],
+    ) -> None:
+        self.tasks.discard(future)
+        node.in_flight -= 1
+        self.running -= 1
+        error = None if future.cancelled() else future.exception()
+        if future.cancelled() and not self.halted:
+            error = asyncio.CancelledError()
+        if node.spec.max_in_flight > 1:
+            self._release_in_order(node, context)
+        elif context._buffer is not None:
+            try:
+                context.flush_buffer()
+            except GraphError as flush_error:
+                error = error or flush_error
+        if error is not None:
+            self._process_failed(node, error)
+        elif not future.cancelled():
+            self._processed(node, timestamp)
+        self.schedule(node)
+        self._maybe_idle()
+
+    def _release_in_order(self, node: NodeRuntime, context: CalculatorContext) -> None:
+        """Deliver outputs of parallel invocations in input order (InOrderOutputStreamHandler)."""
+        for i, (pending, _) in enumerate(node.in_order):
+            if pending is context:
+                node.in_order[i] = (context, True)
+                break
+        while node.in_order and node.in_order[0][1]:
+            done, _ = node.in_order.popleft()
+            try:
+                done.flush_buffer()
+            except GraphError as error:
+                self._record(node, "Process", error)
+            self._raise_offset_bound(node, done._input_timestamp)
+            node.free_contexts.append(done)
+
+    def _processed(self, node: NodeRuntime, timestamp: int) -> None:
+        if node.spec.max_in_flight == 1:  # parallel calls raise it in order, on release
+            self._raise_offset_bound(node, timestamp)
+        self.schedule(node)  # more input sets (or the next source turn) may be waiting
+
+    def _raise_offset_bound(self, node: NodeRuntime, timestamp: int) -> None:
+        if node.offset is not None and timestamp != UNSTARTED and node.handler is not None:
+            bound = _offset_bound(timestamp, node.offset)
+            for stream in node.outputs:
+                if bound > stream.bound:
+                    stream.raise_bound(bound)
+
+    def _process_failed(self, node: NodeRuntime, error: BaseException) -> None:
+        if isinstance(error, StatusStop):
+            if node.is_source:
+                self.active_sources.discard(node)
+                self._spawn(self._close(node))
+                self._wake_sources()
+            else:
+                self.close_all_packet_sources()
+                self.schedule(node)  # its queued packets still drain, as MediaPipe's
+            return
+        if isinstance(error, asyncio.CancelledError) and self.halted:
+            return
+        self._record(node, "Process", error)
+
+    async def _close(self, node: NodeRuntime) -> None:
+        if node.state != OPEN:
+            return
+        node.state = CLOSING
+        self.active_sources.discard(node)
+        context = node.context
+        assert context is not None
+        context._input_timestamp = DONE
+        context.graph_error = self._combined_error() if self.errors else None
+        try:
+            await self._call(node, node.close_mode, "close", context)
+        except Exception as error:
+            self._record(node, "Close", error)
+        node.state = CLOSED
+        if not self.halted:
+            for stream in node.outputs:
+                stream.close()
+
+    # ---------------------------------------------------------------------------- graph inputs
+
+    def input(self, name: str) -> GraphInputStream:
+        stream = self.inputs.get(name)
+        if stream is None:
+            known = ", ".join(f'"{n}"' for n in self.inputs) or "none"
+            raise GraphUsageError(
+                f'Graph has no input stream named "{name}" (graph input streams: {known}).'
+            )
+        return stream
+
+    def close_input_stream(self, name: str) -> None:
+        stream = self.input(name)
+        if stream.closed:
+            return
+        stream.closed = True
+        stream.output.close()
+        self._maybe_idle()
+
+    def close_all_input_streams(self) -> None:
+        for name in self.inputs:
+            self.close_input_stream(name)
+
+    def close_all_packet_sources(self) -> None:
+        self.close_all_input_streams()
+        for source in list(self.active_sources):
+            self.active_sources.discard(source)
+            if source.in_flight == 0:
+                self._spawn(self._close(source))
+        self._maybe_idle()
+
+    def _on_full(self, stream: InputStream, full: bool) -> None:
+        delta = 1 if full else -1
+        if full:
+            self.full_streams.add(stream)
+        else:
+            self.full_streams.discard(stream)
+        for target in self.stream_throttle_targets[stream]:
+            target.throttle += delta
+            if target.throttle == 0:
+                self._unthrottled(target)
+
+    def _unthrottled(self, target: Throttled) -> None:
+        if isinstance(target, GraphInputStream):
+            waiters, target.waiters = target.waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+        elif isinstance(target, NodeRuntime):
+            self.schedule(target)
+
+    def _wake_sources(self) -> None:
+        for source in self.active_sources:
+            self.schedule(source)
+
+    async def wait_not_throttled(self, stream: GraphInputStream) -> None:
+        while stream.throttle > 0 and not self.halted:
+            waiter = self.loop.create_future()
+            stream.waiters.append(waiter)
+            self._maybe_idle()
+            await waiter
+
+    # ------------------------------------------------------------------------ idle and the end
+
+    def _maybe_idle(self) -> None:
+        # A scheduled pump calls this again when it is done; deciding now could end a run that
+        # still has ready nodes (e.g. a StatusStop closing the inputs from inside the pump).
+        if self.heap or self.running or self.finishing or self.pump_scheduled:
+            return
+        waiters, self.idle_waiters = self.idle_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        all_closed = all(stream.closed for stream in self.inputs.values())
+        if self.halted or (all_closed and not self.active_sources):
+            self.finishing = True
+            self.finish_task = self.loop.create_task(self._finish())
+            return
+        if self.full_streams and self._someone_throttled():
+            self._resolve_deadlock()
+
+    def _someone_throttled(self) -> bool:
+        return any(s.throttle and s.waiters for s in self.inputs.values()) or any(
+            source.throttle for source in self.active_sources
+        )
+
+    def _resolve_deadlock(self) -> None:
+        stream = next(iter(self.full_streams))
+        if self.graph.report_deadlock:
+            self.fail(
+                GraphError(
+                    "Detected a deadlock due to input throttling for input stream: "
+                    f'"{stream.name}" of a node "{stream.node.name}". All calculators are idle '
+                    "while packet sources "
+                    'remain active and throttled. Consider adjusting "max_queue_size" or '
+                    '"report_deadlock".'
+                )
+            )
+            return
+        for full in list(self.full_streams):
+            full.max_size = len(full.queue) + 1
+            logger.warning(
+                'Resolved a deadlock by increasing max_queue_size of input stream: "%s" of a node '
+                '"%s" to %d. Consider increasing max_queue_size for better performance.',
+                full.name,
+                full.node.name,
+                full.max_size,
+            )
+            full.full = False
+            self._on_full(full, False)
+
+    async def _finish(self) -> None:
+        """Close what is still open, then report the outcome."""
+        while self.tasks or self.lifecycle:
+            await asyncio.wait([*self.tasks, *self.lifecycle])
+        for node in self.nodes:
+            if node.state == OPEN:
+                await self._close(node)
+        for stream in self.inputs.values():
+            stream.closed = True
+            for waiter in stream.waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+        self.finished.set()
+
+    def fail(self, error: GraphError) -> None:
+        self.errors.append(error)
+        if not self.halted:
+            self.halted = True
+            logger.debug("graph run stopped: %s", error.message)
+            for task in list(self.tasks):
+                # A call on a worker thread cannot be interrupted: it finishes before the nodes
+                # are closed, so close() never runs concurrently with process().
+                if isinstance(task, asyncio.Task):
+                    task.cancel()
+        if not self.pump_scheduled:
+            self._maybe_idle()
+
+    def _record(self, node: NodeRuntime, phase: str, error: BaseException) -> None:
+        if isinstance(error, asyncio.CancelledError):
+            error = GraphCancelledError("cancelled")
+        self.fail(CalculatorError(node.name, phase, error))
+
+    def cancel(self) -> None:
+        if not self.finished.is_set():
+            self.fail(GraphCancelledError("Graph run was cancelled."))
+
+    def _combined_error(self) -> GraphRunError:
+        return GraphRunError(self.errors)
+
+    async def wait(self) -> None:
+        await self.finished.wait()
+        if self.errors:
+            raise self._combined_error()
+
+    async def wait_idle(self) -> None:
+        if self.sources:
+            raise GraphUsageError("wait_until_idle is not supported in graphs with source nodes.")
+        if not (self.heap or self.running) or self.finished.is_set():
+            return
+        waiter = self.loop.create_future()
+        self.idle_waiters.append(waiter)
+        await waiter

@@ -1,0 +1,118 @@
+"""`graphrt export text_generation`: lay out a model the way OVMS's export_model.py does.
+
+Writes `<model_repository_path>/<model_name>/` holding the model (a .gguf file, an OpenVINO IR
+directory, or an IR converted from a Hugging Face model with optimum-intel) and the
+text-generation graph.pbtxt, and adds `{"name", "base_path"}` to config.json's
+mediapipe_config_list, so `graphrt serve --config_path <config.json>` (or OVMS itself) serves it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from graphruntime.server.graph_export import TextGenerationSettings, text_generation_graph
+
+logger = logging.getLogger(__name__)
+
+IR_MARKERS = ("openvino_model.xml", "openvino_language_model.xml")
+
+
+class ExportError(Exception):
+    """The export cannot be done; the message says why and what to do."""
+
+
+@dataclass
+class ExportRequest:
+    source_model: str
+    model_repository_path: Path
+    config_file_path: Path | None
+    model_name: str | None
+    weight_format: str
+    graph: TextGenerationSettings
+    overwrite_models: bool = False
+
+
+def _is_ir_dir(path: Path) -> bool:
+    return path.is_dir() and any((path / marker).is_file() for marker in IR_MARKERS)
+
+
+def _convert_hf(source: str, target: Path, weight_format: str) -> None:
+    """Hugging Face model (hub id or local checkpoint) → OpenVINO IR with optimum-intel."""
+    if shutil.which("optimum-cli") is None:
+        raise ExportError(
+            "Exporting a Hugging Face model needs optimum-intel (`pip install optimum-intel`); "
+            "a .gguf file or an OpenVINO IR directory needs nothing extra."
+        )
+    command = [
+        "optimum-cli",
+        "export",
+        "openvino",
+        "--model",
+        source,
+        "--task",
+        "text-generation-with-past",
+        "--weight-format",
+        weight_format,
+        str(target),
+    ]
+    logger.info("running %s", " ".join(command))
+    result = subprocess.run(command, check=False)
+    if result.returncode != 0:
+        raise ExportError(f"optimum-cli failed with exit code {result.returncode}")
+
+
+def export_text_generation(request: ExportRequest) -> Path:
+    """Do the export; returns the model directory."""
+    source = Path(request.source_model).expanduser()
+    name = request.model_name or (source.stem if source.exists() else request.source_model)
+    model_dir = request.model_repository_path / name
+    if model_dir.exists():
+        if not request.overwrite_models:
+            raise ExportError(f"{model_dir} exists; pass --overwrite_models to replace it")
+        shutil.rmtree(model_dir)
+    model_dir.mkdir(parents=True)
+    if source.is_file() and source.suffix.lower() == ".gguf":
+        shutil.copy2(source, model_dir / source.name)
+        models_path = f"./{source.name}"
+    elif _is_ir_dir(source):
+        shutil.copytree(source, model_dir, dirs_exist_ok=True)
+        models_path = "./"
+    else:
+        _convert_hf(request.source_model, model_dir, request.weight_format)
+        models_path = "./"
+    settings = request.graph
+    settings.models_path = models_path
+    (model_dir / "graph.pbtxt").write_text(text_generation_graph(settings), encoding="utf-8")
+    if request.config_file_path is not None:
+        add_to_config(request.config_file_path, name, model_dir)
+    logger.info("exported %s to %s", name, model_dir)
+    return model_dir
+
+
+def add_to_config(config_path: Path, name: str, model_dir: Path) -> None:
+    """Add or replace the mediapipe_config_list entry for `name` (paths relative to the file)."""
+    if config_path.is_file():
+        try:
+            config = json.loads(config_path.read_text(encoding="utf-8"))
+        except ValueError as error:
+            raise ExportError(f"{config_path} is not valid JSON: {error}") from error
+    else:
+        config = {"model_config_list": []}
+    graphs = [
+        entry
+        for entry in config.setdefault("mediapipe_config_list", [])
+        if entry.get("name") != name
+    ]
+    try:
+        base_path = model_dir.resolve().relative_to(config_path.parent.resolve()).as_posix()
+    except ValueError:
+        base_path = str(model_dir.resolve())
+    graphs.append({"name": name, "base_path": base_path})
+    config["mediapipe_config_list"] = graphs
+    config_path.parent.mkdir(parents=True, exist_ok=True)
+    config_path.write_text(json.dumps(config, indent=4) + "\n", encoding="utf-8")

@@ -1,0 +1,171 @@
+"""A named graph the server exposes (an OVMS mediapipe_config_list entry) and how requests run it.
+
+Loading validates the graph, builds the resources its nodes declare (an LLM servable and its
+engine process, for an LLM graph) and starts them. Each HTTP request then runs the graph once:
+the request becomes a packet on the graph input tagged HTTP_REQUEST_PAYLOAD, and the packets of
+the output tagged HTTP_RESPONSE_PAYLOAD are the response body, chunk by chunk. Unloading waits for
+in-flight requests to finish, so a reload never drops a stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import time
+from collections.abc import AsyncGenerator, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from graphruntime.config import GraphConfig, load_graph_config, parse_graph_config
+from graphruntime.errors import GraphError
+from graphruntime.graph import Graph
+from graphruntime.packet import Packet
+from graphruntime.resources import GraphResources
+from graphruntime.validation import ValidatedGraph
+from servables.errors import InvalidRequest, ServableError, ServableNotReady
+
+logger = logging.getLogger(__name__)
+
+REQUEST_TAG = "HTTP_REQUEST_PAYLOAD"
+RESPONSE_TAG = "HTTP_RESPONSE_PAYLOAD"
+
+
+class State(enum.Enum):
+    """OVMS's servable states as /v1/config reports them."""
+
+    START = "START"
+    LOADING = "LOADING"
+    AVAILABLE = "AVAILABLE"
+    UNLOADING = "UNLOADING"
+    END = "END"
+    UNAVAILABLE = "UNAVAILABLE"
+
+
+@dataclass(frozen=True)
+class GraphDefinition:
+    """Where a servable's graph comes from; two definitions are equal when nothing changed."""
+
+    name: str
+    base_path: Path
+    graph_path: Path | None = None  # None: `graph_text` was generated in memory
+    graph_text: str | None = None
+    subconfig: Path | None = None
+    version: int = 1
+    # Hash of the graph file when the definition was read, so a reload notices graph edits.
+    fingerprint: str = ""
+
+
+class GraphServable:
+    """See the module docstring."""
+
+    def __init__(self, definition: GraphDefinition, request_listeners: Iterable[Any] = ()) -> None:
+        self.definition = definition
+        self.request_listeners = list(request_listeners)
+        self.name = definition.name
+        self.state = State.START
+        self.error: str | None = None
+        self.graph: ValidatedGraph | None = None
+        self.resources: GraphResources | None = None
+        self.request_stream = ""
+        self.response_stream = ""
+        self.in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.loaded_at = 0.0
+
+    @property
+    def available(self) -> bool:
+        return self.state is State.AVAILABLE
+
+    def _config(self) -> GraphConfig:
+        definition = self.definition
+        if definition.graph_text is not None:
+            graph_file = definition.base_path / "graph.pbtxt"
+            return parse_graph_config(definition.graph_text, str(graph_file))
+        assert definition.graph_path is not None
+        return load_graph_config(definition.graph_path)
+
+    async def load(self) -> None:
+        """Validate, build and start; on failure the state is UNAVAILABLE with the reason."""
+        self.state = State.LOADING
+        started = time.perf_counter()
+        logger.info("loading servable %s", self.name)
+        try:
+            graph = ValidatedGraph.from_config(self._config())
+            inputs, outputs = graph.input_streams, graph.output_streams
+            if inputs.has_tag(REQUEST_TAG):
+                self.request_stream = inputs.names[inputs.id(REQUEST_TAG)]
+            if outputs.has_tag(RESPONSE_TAG):
+                self.response_stream = outputs.names[outputs.id(RESPONSE_TAG)]
+            resources = GraphResources(graph, self.name)
+            await resources.start()
+        except (GraphError, ServableError, OSError) as error:
+            self.state = State.UNAVAILABLE
+            self.error = getattr(error, "message", None) or str(error)
+            logger.error("servable %s failed to load: %s", self.name, self.error)
+            return
+        self.graph = graph
+        self.resources = resources
+        for llm in self.llm_servables():
+            llm.request_listeners.extend(self.request_listeners)
+        self.state = State.AVAILABLE
+        self.loaded_at = time.time()
+        logger.info("servable %s is available (%.1f s)", self.name, time.perf_counter() - started)
+
+    async def unload(self, drain_timeout: float | None = None) -> None:
+        """Stop taking requests, let in-flight ones finish (bounded), then stop resources."""
+        if self.state is State.AVAILABLE:
+            self.state = State.UNLOADING
+        try:
+            await asyncio.wait_for(self._idle.wait(), drain_timeout)
+        except asyncio.TimeoutError:
+            logger.warning(
+                "servable %s: %d requests still running; unloading anyway",
+                self.name,
+                self.in_flight,
+            )
+        if self.resources is not None:
+            await self.resources.stop()
+        self.state = State.END
+
+    def llm_servables(self) -> list[Any]:
+        if self.resources is None:
+            return []
+        return [resource for resource in self.resources.all() if hasattr(resource, "engine")]
+
+    async def run_http(self, payload: Any) -> AsyncGenerator[bytes, None]:
+        """Run the graph for one HTTP request; yields response chunks."""
+        if not self.available or self.graph is None or self.resources is None:
+            raise ServableNotReady(
+                f"Model {self.name} is not available ({self.state.value}"
+                + (f": {self.error})" if self.error else ")")
+            )
+        if not (self.request_stream and self.response_stream):
+            raise InvalidRequest(
+                f"Graph {self.name} does not take HTTP requests (it has no {REQUEST_TAG} input "
+                f"and {RESPONSE_TAG} output)"
+            )
+        self.in_flight += 1
+        self._idle.clear()
+        graph = Graph(self.graph)
+        poller = graph.poll_output_stream(self.response_stream)
+        finished = False
+        try:
+            await graph.start_run(self.resources.side_packets)
+            await graph.add_packet(self.request_stream, Packet(payload, 0))
+            graph.close_all_packet_sources()
+            async for packet in poller:
+                yield packet.payload
+            await graph.wait_until_done()
+            finished = True
+        finally:
+            if not finished and graph.running:
+                graph.cancel()
+                with contextlib.suppress(GraphError):
+                    await graph.wait_until_done()
+            self.in_flight -= 1
+            if self.in_flight == 0:
+                self._idle.set()

@@ -1,0 +1,1 @@
+"""The aiohttp frontend: OpenAI routes, OVMS/KServe system routes, middleware."""

@@ -1,0 +1,133 @@
+"""The aiohttp application: routes, error conversion, API keys and CORS.
+
+Errors are converted here and only here. OpenAI routes answer OpenAI's error object
+`{"error": {"message", "type", "param", "code"}}`; OVMS's system routes keep its
+`{"error": "<message>"}` shape.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+from graphruntime.errors import GraphError
+from graphruntime.server.error_map import to_client_error
+from graphruntime.server.errors import NotFound, Unauthorized
+from graphruntime.server.http import openai_routes, system_routes
+from graphruntime.server.http.state import STATE, ServerState
+from graphruntime.server.metrics import Metrics
+from graphruntime.server.model_repository import ModelRepository
+from graphruntime.server.settings import ServerSettings
+from servables.errors import ServableError
+from servables.openai.responses import error_body
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def error_response(request: web.Request, error: BaseException) -> web.Response:
+    failure = to_client_error(error)
+    if openai_routes.is_openai_path(request.path):
+        body = error_body(failure.message, failure.error_type, failure.param, failure.code)
+    else:
+        body = {"error": failure.message}
+    return web.json_response(body, status=failure.status)
+
+
+@web.middleware
+async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except (ServableError, GraphError) as error:
+        return error_response(request, error)
+    except web.HTTPNotFound:
+        return error_response(request, NotFound(f"Not found: {request.method} {request.path}"))
+    except web.HTTPMethodNotAllowed:
+        response = error_response(
+            request, NotFound(f"Method {request.method} is not allowed on {request.path}")
+        )
+        response.set_status(405)
+        return response
+    except web.HTTPException:
+        raise
+    except Exception as error:  # a bug: log it once, answer without internals
+        return error_response(request, error)
+
+
+def auth_middleware(api_key: str) -> Middleware:
+    expected = f"Bearer {api_key}".encode()
+
+    @web.middleware
+    async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.method != "OPTIONS" and openai_routes.is_openai_path(request.path):
+            given = request.headers.get("Authorization", "").encode()
+            if not hmac.compare_digest(given, expected):
+                return error_response(
+                    request, Unauthorized("Unauthorized request due to invalid or missing api-key")
+                )
+        return await handler(request)
+
+    return authenticate
+
+
+def cors_middleware(settings: ServerSettings) -> Middleware:
+    """OVMS's CORS flags: answer preflights and label responses."""
+
+    def headers(request: web.Request) -> dict[str, str]:
+        origin = request.headers.get("Origin", "*")
+        allowed = [o.strip() for o in settings.allowed_origins.split(",")]
+        if "*" not in allowed and origin not in allowed:
+            return {}
+        result = {
+            "Access-Control-Allow-Origin": origin
+            if settings.allow_credentials
+            else ("*" if "*" in allowed else origin),
+            "Access-Control-Allow-Methods": settings.allowed_methods,
+            "Access-Control-Allow-Headers": settings.allowed_headers,
+        }
+        if settings.allow_credentials:
+            result["Access-Control-Allow-Credentials"] = "true"
+        return result
+
+    @web.middleware
+    async def cors(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if "Origin" not in request.headers:
+            return await handler(request)
+        if request.method == "OPTIONS":
+            return web.Response(status=204, headers=headers(request))
+        response = await handler(request)
+        if not response.prepared:
+            response.headers.update(headers(request))
+        return response
+
+    return cors
+
+
+async def metrics_endpoint(request: web.Request) -> web.Response:
+    body = request.app[STATE].metrics.render()
+    return web.Response(
+        body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
+    )
+
+
+def create_app(
+    repository: ModelRepository, settings: ServerSettings, metrics: Metrics | None = None
+) -> web.Application:
+    middlewares: list[Middleware] = [errors, cors_middleware(settings)]
+    if settings.api_key:
+        middlewares.append(auth_middleware(settings.api_key))
+    app = web.Application(middlewares=middlewares, client_max_size=settings.max_request_size)
+    if metrics is None:
+        metrics = Metrics(settings.metrics_list)
+    app[STATE] = ServerState(repository, settings, time.time(), metrics)
+    openai_routes.add_routes(app)
+    system_routes.add_routes(app)
+    if settings.metrics_enable:
+        app.router.add_get("/metrics", metrics_endpoint)
+    return app

@@ -1,0 +1,192 @@
+"""OpenAI routes: chat/completions, completions and models under /v3/ and /v1/.
+
+A generation request runs the graph named by its `model` field. The first response chunk decides
+the reply: a unary body is sent as JSON; a stream gets SSE headers and then every chunk as it is
+produced. An error before the first chunk is an ordinary error response with the right status; an
+error after it is one SSE error frame and `[DONE]` (headers are already sent). A client that goes
+away cancels the handler (the app runs with handler cancellation), which cancels the graph run and
+aborts the engine requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from calculators.llm.payload import HttpPayload
+from graphruntime.errors import GraphError
+from graphruntime.server.error_map import to_client_error
+from graphruntime.server.errors import RequestTooLarge
+from graphruntime.server.http.state import STATE
+from servables.errors import InvalidRequest, ServableError
+from servables.openai.responses import SSE_DONE, error_body, sse_frame
+
+logger = logging.getLogger(__name__)
+
+GENERATIVE_PATHS = ("/chat/completions", "/completions")
+PREFIXES = ("/v3", "/v1", "/v3/v1")
+SSE_HEADERS = {
+    "Content-Type": "text/event-stream",
+    "Cache-Control": "no-cache",
+    "Connection": "keep-alive",
+    "X-Accel-Buffering": "no",
+}
+
+
+class RequestConnection:
+    """`ClientConnection` over an aiohttp request: lets calculators see a disconnect."""
+
+    def __init__(self, request: web.Request) -> None:
+        self._request = request
+        self._callbacks: list[Callable[[], None]] = []
+        self._gone = False
+
+    def is_disconnected(self) -> bool:
+        transport = self._request.transport
+        return self._gone or transport is None or transport.is_closing()
+
+    def on_disconnect(self, callback: Callable[[], None]) -> None:
+        self._callbacks.append(callback)
+
+    def disconnected(self) -> None:
+        if not self._gone:
+            self._gone = True
+            for callback in self._callbacks:
+                callback()
+
+
+async def read_json(request: web.Request) -> tuple[bytes, Any]:
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge as error:
+        limit = request.app[STATE].settings.max_request_size
+        raise RequestTooLarge(
+            f"Request body is larger than the limit of {limit} bytes (see --max_request_size)"
+        ) from error
+    if not raw:
+        raise InvalidRequest("Request body is empty; expected a JSON object")
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise InvalidRequest(f"The request body is not valid JSON: {error}") from error
+    if not isinstance(body, dict):
+        raise InvalidRequest("JSON body must be an object")
+    return raw, body
+
+
+def model_name(body: dict[str, Any]) -> str:
+    model = body.get("model")
+    if model is None:
+        raise InvalidRequest("model missing in request", param="model")
+    if not isinstance(model, str):
+        raise InvalidRequest("model is not a string", param="model")
+    return model
+
+
+async def generate(request: web.Request) -> web.StreamResponse:
+    state = request.app[STATE]
+    raw, body = await read_json(request)
+    servable = state.repository.get(model_name(body))
+    streaming = body.get("stream") is True
+    labels = ("V3", "REST", "Stream" if streaming else "Unary", servable.name)
+    metrics = state.metrics
+    connection = RequestConnection(request)
+    payload = HttpPayload(
+        uri=request.path,
+        headers=dict(request.headers),
+        body=raw,
+        parsed_json=body,
+        client=connection,
+    )
+    started = time.perf_counter()
+    metrics.requests_accepted.labels(*labels).inc()
+    metrics.current_requests.labels(servable.name).inc()
+    metrics.current_graphs.labels(servable.name).inc()
+    chunks = servable.run_http(payload)
+    response: web.StreamResponse | None = None
+    succeeded = False
+    try:
+        try:
+            first = await chunks.__anext__()
+        except StopAsyncIteration:
+            raise ServableError(f"graph {servable.name} produced no response") from None
+        metrics.responses.labels(*labels).inc()
+        if not streaming:
+            async for _ in chunks:
+                pass
+            succeeded = True
+            return web.Response(body=first, content_type="application/json")
+        response = web.StreamResponse(status=200, headers=SSE_HEADERS)
+        await response.prepare(request)
+        await response.write(first)
+        async for chunk in chunks:
+            metrics.responses.labels(*labels).inc()
+            await response.write(chunk)
+        await response.write_eof()
+        succeeded = True
+        return response
+    except asyncio.CancelledError:
+        connection.disconnected()
+        raise
+    except (ConnectionResetError, ConnectionError):
+        connection.disconnected()
+        assert response is not None
+        return response
+    except (ServableError, GraphError) as error:
+        metrics.graph_error.labels(servable.name).inc()
+        if response is None:
+            raise
+        failure = to_client_error(error)
+        await response.write(
+            sse_frame(error_body(failure.message, failure.error_type, failure.param, failure.code))
+            + SSE_DONE
+        )
+        await response.write_eof()
+        return response
+    finally:
+        await chunks.aclose()
+        elapsed_us = (time.perf_counter() - started) * 1e6
+        metrics.graph_time.labels(servable.name).observe(elapsed_us)
+        metrics.request_time.labels("REST", servable.name).observe(elapsed_us)
+        metrics.current_graphs.labels(servable.name).dec()
+        metrics.current_requests.labels(servable.name).dec()
+        (metrics.requests_success if succeeded else metrics.requests_fail).labels(*labels).inc()
+
+
+def model_entry(name: str, created: float) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": int(created), "owned_by": "graphrt"}
+
+
+async def list_models(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    data = [
+        model_entry(name, servable.loaded_at or state.started_at)
+        for name, servable in sorted(state.repository.servables.items())
+        if servable.available
+    ]
+    return web.json_response({"object": "list", "data": data})
+
+
+async def get_model(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    name = request.match_info["name"]
+    servable = state.repository.get(name)
+    return web.json_response(model_entry(name, servable.loaded_at or state.started_at))
+
+
+def add_routes(app: web.Application) -> None:
+    for prefix in PREFIXES:
+        for path in GENERATIVE_PATHS:
+            app.router.add_post(prefix + path, generate)
+        app.router.add_get(prefix + "/models", list_models)
+        app.router.add_get(prefix + "/models/{name}", get_model)
+
+
+def is_openai_path(path: str) -> bool:
+    return path.startswith(("/v3/", "/v1/chat", "/v1/completions", "/v1/models"))

@@ -1,0 +1,134 @@
+"""Run the server: decide what to serve, listen, load, and shut down gracefully.
+
+The REST port opens before models load, so /v2/health/live answers at once and
+/v2/health/ready turns 200 when every servable is AVAILABLE (as in OVMS). On SIGINT/SIGTERM the
+server stops accepting, lets in-flight requests and streams finish for up to --shutdown_timeout
+seconds, stops the engine processes and returns 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+from pathlib import Path
+
+from aiohttp import web
+
+from graphruntime.server import default_model
+from graphruntime.server.graph_export import TextGenerationSettings, text_generation_graph
+from graphruntime.server.graph_servable import GraphDefinition
+from graphruntime.server.http.app import create_app
+from graphruntime.server.http.state import STATE
+from graphruntime.server.metrics import EngineCollector, Metrics
+from graphruntime.server.model_repository import ConfigFileError, ModelRepository, read_config
+from graphruntime.server.settings import ServerSettings
+
+logger = logging.getLogger("graphrt")
+
+
+class StartupError(Exception):
+    """The settings do not describe anything servable; the message says what to change."""
+
+
+def single_model_definition(settings: ServerSettings, path: Path, name: str) -> GraphDefinition:
+    """A model directory with graph.pbtxt is used as is; otherwise OVMS's graph is generated."""
+    path = path.resolve()
+    if not path.exists():
+        raise StartupError(f"--model_path {path} does not exist")
+    if path.is_dir() and (path / "graph.pbtxt").is_file():
+        return GraphDefinition(name=name, base_path=path, graph_path=path / "graph.pbtxt")
+    if settings.task not in (None, "text_generation"):
+        raise StartupError(f"--task {settings.task} is not supported yet (only text_generation)")
+    plugin_config = {}
+    if settings.plugin_config:
+        try:
+            plugin_config = json.loads(settings.plugin_config)
+        except ValueError as error:
+            raise StartupError(f"--plugin_config is not valid JSON: {error}") from error
+        if not isinstance(plugin_config, dict):
+            raise StartupError("--plugin_config must be a JSON object")
+    graph = text_generation_graph(
+        TextGenerationSettings(
+            models_path=str(path),
+            target_device=settings.target_device,
+            max_num_seqs=settings.max_num_seqs,
+            cache_size=settings.cache_size,
+            enable_prefix_caching=settings.enable_prefix_caching,
+            dynamic_split_fuse=settings.dynamic_split_fuse,
+            max_num_batched_tokens=settings.max_num_batched_tokens,
+            pipeline_type=settings.pipeline_type,
+            kv_cache_precision=settings.kv_cache_precision,
+            plugin_config=plugin_config,
+            draft_models_path=settings.draft_source_model,
+            max_tokens_limit=settings.max_tokens_limit,
+        )
+    )
+    base = path if path.is_dir() else path.parent
+    return GraphDefinition(name=name, base_path=base, graph_text=graph)
+
+
+def definitions_for(settings: ServerSettings) -> tuple[list[GraphDefinition], Path | None]:
+    """What to serve, and the config file to watch (None in single-model modes)."""
+    if settings.config_path and settings.model_path:
+        raise StartupError("--config_path and --model_path cannot be used together")
+    if settings.config_path:
+        path = Path(settings.config_path).resolve()
+        try:
+            return read_config(path), path
+        except ConfigFileError as error:
+            raise StartupError(error.message) from error
+    if settings.model_path:
+        name = settings.model_name or Path(settings.model_path).stem
+        return [single_model_definition(settings, Path(settings.model_path), name)], None
+    path = default_model.default_model_path()
+    name = settings.model_name or default_model.NAME
+    logger.info("no model given: serving the embedded default model %s", name)
+    return [single_model_definition(settings, path, name)], None
+
+
+async def serve(settings: ServerSettings) -> int:
+    loop = asyncio.get_running_loop()
+    definitions, config_path = await asyncio.to_thread(definitions_for, settings)
+    if settings.port:
+        logger.warning("--port (KServe gRPC) is not implemented yet; only REST is served")
+    metrics = Metrics(settings.metrics_list)
+    repository = ModelRepository(
+        config_path, drain_timeout=settings.shutdown_timeout, request_listeners=[metrics]
+    )
+    metrics.registry.register(EngineCollector(repository.llm_servables))
+    app = create_app(repository, settings, metrics)
+    runner = web.AppRunner(
+        app,
+        handler_cancellation=True,
+        shutdown_timeout=settings.shutdown_timeout,
+        access_log=None,
+    )
+    await runner.setup()
+    site = web.TCPSite(runner, settings.rest_bind_address, settings.rest_port)
+    await site.start()
+    logger.info(
+        "REST server listening on http://%s:%d", settings.rest_bind_address, settings.rest_port
+    )
+
+    stop = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    loader = asyncio.create_task(repository.apply(definitions))
+    poller = None
+    if config_path is not None and settings.file_system_poll_wait_seconds > 0:
+        poller = asyncio.create_task(repository.poll(settings.file_system_poll_wait_seconds))
+    await stop.wait()
+
+    logger.info(
+        "shutting down: finishing in-flight requests (up to %.0f s)", settings.shutdown_timeout
+    )
+    app[STATE].shutting_down = True
+    for task in (poller, loader):
+        if task is not None:
+            task.cancel()
+    await runner.cleanup()
+    await repository.close()
+    logger.info("stopped")
+    return 0

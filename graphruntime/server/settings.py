@@ -1,0 +1,42 @@
+"""Server settings, with OVMS's flag names and defaults (where they are safe)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ServerSettings:
+    rest_port: int = 8000
+    port: int = 0  # gRPC; 0 = off
+    rest_bind_address: str = "127.0.0.1"  # OVMS binds 0.0.0.0; we do not expose by default
+    grpc_bind_address: str = "127.0.0.1"
+    config_path: str | None = None
+    model_path: str | None = None
+    model_name: str | None = None
+    task: str | None = None
+    log_level: str = "INFO"
+    file_system_poll_wait_seconds: float = 1.0
+    shutdown_timeout: float = 30.0
+    max_request_size: int = 32 * 1024 * 1024
+    api_key: str | None = None
+    metrics_enable: bool = False
+    metrics_list: list[str] = field(default_factory=list)
+    allowed_origins: str = "*"
+    allowed_methods: str = "*"
+    allowed_headers: str = "*"
+    allow_credentials: bool = False
+    allowed_local_media_path: str | None = None
+    allowed_media_domains: list[str] | None = None
+    # text_generation graph flags for single-model mode
+    target_device: str = "CPU"
+    cache_size: int = 0
+    max_num_seqs: int = 256
+    enable_prefix_caching: bool = True
+    dynamic_split_fuse: bool = True
+    max_num_batched_tokens: int | None = None
+    pipeline_type: str | None = None
+    kv_cache_precision: str | None = None
+    plugin_config: str | None = None
+    draft_source_model: str | None = None
+    max_tokens_limit: int | None = None

@@ -1,0 +1,62 @@
+"""DefaultInputStreamHandler: process timestamp t once every input is settled at t.
+
+All inputs form one sync set; packets sharing a timestamp are delivered together, in increasing
+timestamp order, and nothing is dropped. `batch_size` is accepted for compatibility; batching
+itself is not implemented and values other than 1 are refused at validation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from google.protobuf.message import Message
+
+from graphruntime._proto.stream_handler_options_pb2 import DefaultInputStreamHandlerOptions
+from graphruntime.packet import Packet
+from graphruntime.stream_handlers.base import (
+    NOT_READY,
+    READY_FOR_CLOSE,
+    InputStreamHandler,
+    SyncSet,
+)
+from graphruntime.streams import InputStream
+from graphruntime.tags import TagMap
+from graphruntime.timestamp import ONE_OVER_POSTSTREAM
+
+
+class DefaultInputStreamHandler(InputStreamHandler):
+    options_type: ClassVar[type[Message] | None] = DefaultInputStreamHandlerOptions
+
+    def __init__(
+        self,
+        streams: Sequence[InputStream],
+        tag_map: TagMap,
+        options: Message | None,
+        process_timestamp_bounds: bool,
+    ) -> None:
+        super().__init__(streams, tag_map, options, process_timestamp_bounds)
+        self.sync_set = SyncSet(streams, range(len(streams)), process_timestamp_bounds)
+        # The common one-input case skips the generic sync-set loop.
+        self._single = streams[0] if len(streams) == 1 and not process_timestamp_bounds else None
+
+    @classmethod
+    def config_problems(cls, tag_map: TagMap, options: Message | None) -> list[str]:
+        if isinstance(options, DefaultInputStreamHandlerOptions) and options.batch_size != 1:
+            return ["DefaultInputStreamHandler: batch_size other than 1 is not supported."]
+        return []
+
+    def readiness(self) -> int:
+        single = self._single
+        if single is not None:
+            if single.queue:
+                return single.queue[0]._timestamp
+            return READY_FOR_CLOSE if single.bound >= ONE_OVER_POSTSTREAM else NOT_READY
+        return self.sync_set.readiness()[0]
+
+    def fill_input_set(self, timestamp: int, packets: list[Packet[Any]]) -> None:
+        single = self._single
+        if single is not None:
+            packets[0] = single.pop_at(timestamp)
+        else:
+            self.sync_set.fill(timestamp, packets)

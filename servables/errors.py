@@ -1,0 +1,40 @@
+"""Errors a servable reports; the server maps each class to an HTTP status and an OpenAI error type.
+
+`message` is safe to show to the client; internals go to the log, never into it.
+"""
+
+from __future__ import annotations
+
+
+class ServableError(Exception):
+    """Root of servable errors (maps to 500 unless a subclass says otherwise)."""
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code
+
+
+class InvalidRequest(ServableError):
+    """The request is malformed or out of range (400)."""
+
+
+class ModelNotFound(ServableError):
+    """No servable has the requested name (404)."""
+
+
+class ServableNotReady(ServableError):
+    """The servable is loading, unloading or failed to load (503)."""
+
+
+class EngineDead(ServableNotReady):
+    """The engine process died; requests fail until the servable is reloaded (503)."""
+
+
+class RequestCancelled(ServableError):
+    """The client went away or the request was aborted."""
+
+
+class ServableLoadError(ServableError):
+    """The model files or options do not allow the servable to be built."""

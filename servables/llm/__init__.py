@@ -1,0 +1,1 @@
+"""LLM serving pieces: chat templates and incremental detokenization."""

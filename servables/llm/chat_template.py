@@ -1,0 +1,177 @@
+"""Find a model's chat template and render it the way Hugging Face transformers does.
+
+Lookup order (OVMS's, plus its old default): `chat_template.jinja` or `template.jinja` in the model
+directory, then `chat_template` in tokenizer_config.json (a string, or a list of named templates of
+which "default" is used and "tool_use" serves requests with tools), then the template carried by
+the tokenizer (GGUF metadata or the tokenizer IR's rt_info), then OVMS's historical default, which
+accepts exactly one message and passes its content through.
+
+Templates run in jinja2's immutable sandbox with the helpers HF templates expect: loop controls,
+trim/lstrip blocks, `raise_exception`, `strftime_now`, a `tojson` that does not HTML-escape, and
+`from_json`. A template error is the client's problem (e.g. roles that do not alternate), so it is
+raised as InvalidRequest with the template's own message.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import jinja2
+import jinja2.ext
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from servables.errors import InvalidRequest
+
+logger = logging.getLogger(__name__)
+
+SINGLE_MESSAGE_TEMPLATE = (
+    "{% if messages|length != 1 %} {{ raise_exception('This servable accepts only single "
+    "message requests') }}{% endif %}{{ messages[0]['content'] }}"
+)
+TEMPLATE_FILES = ("chat_template.jinja", "template.jinja")
+RESERVED_KWARGS = frozenset({"messages", "tools", "bos_token", "eos_token"})
+
+
+def _raise_exception(message: str) -> NoReturn:
+    raise jinja2.exceptions.TemplateError(message)
+
+
+def _strftime_now(date_format: str) -> str:
+    return datetime.datetime.now().strftime(date_format)
+
+
+def _tojson(value: Any, indent: int | None = None, **_: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=indent)
+
+
+def _environment() -> ImmutableSandboxedEnvironment:
+    environment = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols]
+    )
+    environment.globals["raise_exception"] = _raise_exception
+    environment.globals["strftime_now"] = _strftime_now
+    environment.filters["tojson"] = _tojson
+    environment.filters["from_json"] = json.loads
+    return environment
+
+
+@dataclass(frozen=True)
+class TemplateSource:
+    text: str
+    origin: str  # where it came from, for the load log
+    tool_text: str | None = None
+
+
+def find_template(model_dir: Path | None, tokenizer_template: str | None) -> TemplateSource:
+    """The template to use for a model directory (None for a bare .gguf file)."""
+    if model_dir is not None:
+        for name in TEMPLATE_FILES:
+            path = model_dir / name
+            if path.is_file():
+                text = path.read_text(encoding="utf-8")
+                if text.strip():
+                    return TemplateSource(text, str(path), _tool_template(model_dir))
+        config = _tokenizer_config(model_dir)
+        configured = config.get("chat_template")
+        if isinstance(configured, str) and configured.strip():
+            return TemplateSource(configured, "tokenizer_config.json", _tool_template(model_dir))
+        if isinstance(configured, list):
+            named = {
+                entry.get("name"): entry.get("template")
+                for entry in configured
+                if isinstance(entry, dict)
+            }
+            default = named.get("default")
+            if isinstance(default, str):
+                tool = named.get("tool_use")
+                return TemplateSource(
+                    default, "tokenizer_config.json", tool if isinstance(tool, str) else None
+                )
+    if tokenizer_template and tokenizer_template.strip():
+        return TemplateSource(tokenizer_template, "tokenizer")
+    return TemplateSource(SINGLE_MESSAGE_TEMPLATE, "default single-message template")
+
+
+def _tokenizer_config(model_dir: Path) -> dict[str, Any]:
+    path = model_dir / "tokenizer_config.json"
+    if not path.is_file():
+        return {}
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        logger.warning("ignoring unreadable %s: %s", path, error)
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _tool_template(model_dir: Path) -> str | None:
+    path = model_dir / "additional_chat_templates" / "tool_use.jinja"
+    return path.read_text(encoding="utf-8") if path.is_file() else None
+
+
+def special_token(model_dir: Path | None, name: str) -> str | None:
+    """bos_token / eos_token as tokenizer_config.json gives them (string or AddedToken dict)."""
+    if model_dir is None:
+        return None
+    value = _tokenizer_config(model_dir).get(name)
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) else None
+
+
+class ChatTemplate:
+    """A compiled chat template; `render` produces the prompt text for a conversation."""
+
+    def __init__(self, source: TemplateSource, bos_token: str = "", eos_token: str = "") -> None:
+        environment = _environment()
+        try:
+            self._template = environment.from_string(source.text)
+            self._tool_template = (
+                environment.from_string(source.tool_text) if source.tool_text else self._template
+            )
+        except jinja2.TemplateSyntaxError as error:
+            raise ValueError(
+                f"chat template from {source.origin} does not compile: {error}"
+            ) from error
+        self.source = source
+        self.bos_token = bos_token
+        self.eos_token = eos_token
+
+    def render(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+        extra: Mapping[str, Any] | None = None,
+    ) -> str:
+        context: dict[str, Any] = {
+            "messages": list(messages),
+            "bos_token": self.bos_token,
+            "eos_token": self.eos_token,
+            "add_generation_prompt": add_generation_prompt,
+        }
+        if tools:
+            context["tools"] = list(tools)
+        for key, value in (extra or {}).items():
+            if key in RESERVED_KWARGS:
+                raise InvalidRequest(
+                    f"chat_template_kwargs cannot set reserved name '{key}'",
+                    param="chat_template_kwargs",
+                )
+            context[key] = value
+        template = self._tool_template if tools else self._template
+        try:
+            return template.render(**context)
+        except jinja2.TemplateError as error:
+            raise InvalidRequest(str(error) or type(error).__name__, param="messages") from error
+        except (TypeError, KeyError, IndexError, AttributeError, ValueError) as error:
+            raise InvalidRequest(
+                f"chat template could not render these messages: {error}", param="messages"
+            ) from error

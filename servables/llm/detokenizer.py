@@ -1,0 +1,220 @@
+"""Incremental detokenization for streaming: token ids in, safe text deltas out.
+
+Two problems make `decode(new_ids)` per engine step wrong:
+
+* **Split UTF-8.** Byte-level BPE vocabularies spread one emoji or CJK character over 2-4 tokens.
+  openvino-genai's detokenizer silently drops incomplete bytes (it returns '' for them), other
+  tokenizers return U+FFFD; either way per-token decoding loses or corrupts the character. We use
+  the sliding window of vLLM / HF `DecodeStream`: of the ids kept, `ids[:read_offset]` is left
+  context whose text was already emitted and `ids[read_offset:]` is pending; `decode(context)` and
+  `decode(context + pending)` share their start, so their difference is the pending text even for
+  tokenizers that strip the first token's leading space (SentencePiece) or drop orphan
+  continuation bytes at the start. The window slides (pending becomes context) only at a clean
+  point: the text grew and does not end with U+FFFD. If it ends with U+FFFD, the text before that
+  is emitted and the pending ids wait for the bytes that complete the character; if it did not
+  grow (bytes dropped silently, or skipped special tokens), they just wait. Each `add` costs at
+  most two decode calls on a window of a few tokens, however long the output.
+
+* **Stop strings.** Matching is on text, so a stop string can lie inside one token (" France"
+  holds "of Fr" when preceded by " of") or span several tokens and steps. Undelivered text whose
+  end could still be the start of a stop string is held back: the longest suffix that is a prefix
+  of some stop string, at most `max(len(s)) - 1` characters, and nothing at all when the tail
+  cannot begin a stop string. The first stop string to be completed wins (the earliest end; on a
+  tie, the longest, i.e. the earliest start), which is also what any other split of the same text
+  into steps would give, so results do not depend on how the engine batches tokens. Only the
+  held-back tail plus the new delta is searched, since an earlier match would already have fired.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+__all__ = ["IncrementalDetokenizer"]
+
+_REPLACEMENT_CHAR = "\ufffd"
+
+# Left context kept when the window slides: the ids just before the pending ones. One token is
+# enough for SentencePiece's leading space; the bytes of an incomplete character that the
+# tokenizer dropped silently lie in the last 3 tokens, or a few more if skipped special tokens
+# came between them, and must stay inside the window until the character is complete.
+_CONTEXT_TOKENS = 8
+
+# The window slides only at a clean point. These bound how long it waits, so that the cost of
+# `add` stays bounded on pathological output:
+# - ids that add no text and leave no trailing U+FFFD (skipped special tokens) are folded into
+#   the context once more than this many are pending; an incomplete UTF-8 character (at most 4
+#   bytes, so at most 4 tokens) never needs that many unless special tokens interrupt it;
+_MAX_SILENT_PENDING = 8
+# - text that keeps ending with U+FFFD (steps that keep ending inside a character, or bytes that
+#   never form one) is flushed as decoded, U+FFFD included, once this many ids are pending.
+_MAX_PENDING = 64
+
+
+class IncrementalDetokenizer:
+    """Turns a growing list of generated token ids into text deltas for streaming.
+
+    `decode` maps ids to text, e.g.
+    `lambda ids: tokenizer.decode(list(ids), skip_special_tokens=True)`; it is only ever called
+    on a short window of the ids, at most twice per `add`. Only generated ids go in, never the
+    prompt. Not thread-safe: use one instance per generated sequence.
+    """
+
+    __slots__ = (
+        "_decode",
+        "_finished",
+        "_held",
+        "_ids",
+        "_include_stop",
+        "_parts",
+        "_read_offset",
+        "_sent",
+        "_stop",
+        "_stopped",
+        "_text",
+        "_token_count",
+    )
+
+    def __init__(
+        self,
+        decode: Callable[[Sequence[int]], str],
+        stop: Sequence[str] = (),
+        include_stop_str_in_output: bool = False,
+    ) -> None:
+        if isinstance(stop, str):
+            raise TypeError("stop must be a sequence of strings, not a string")
+        self._decode = decode
+        # Empty stop strings would match everywhere; the engine accepts and ignores them too.
+        self._stop: tuple[str, ...] = tuple(dict.fromkeys(s for s in stop if s))
+        self._include_stop = include_stop_str_in_output
+        # The decode window (vLLM's prefix_offset is always 0: older ids are dropped).
+        # ids[:read_offset] is left context whose text was emitted; ids[read_offset:] is pending.
+        self._ids: list[int] = []
+        self._read_offset = 0
+        self._sent = 0  # chars of decode(ids) past decode(ids[:read_offset]) already emitted
+        self._held = ""  # decoded text not yet emitted: the tail that may begin a stop string
+        self._parts: list[str] = []
+        self._text: str | None = ""
+        self._stopped = False
+        self._finished = False
+        self._token_count = 0
+
+    @property
+    def stopped(self) -> bool:
+        """A stop string was found; the text was cut there and nothing more will be emitted.
+
+        The caller should abort generation and report finish_reason "stop".
+        """
+        return self._stopped
+
+    @property
+    def text(self) -> str:
+        """All text emitted so far: the concatenation of every delta returned."""
+        if self._text is None:
+            self._text = "".join(self._parts)
+            self._parts = [self._text]
+        return self._text
+
+    @property
+    def token_count(self) -> int:
+        """Number of token ids passed to `add` so far, including any after a stop string."""
+        return self._token_count
+
+    def add(self, token_ids: Sequence[int]) -> str:
+        """Take the new ids of one engine step; return the text safe to send now ("" if none)."""
+        if self._finished:
+            raise RuntimeError("IncrementalDetokenizer.add() called after finish()")
+        self._token_count += len(token_ids)
+        if self._stopped or len(token_ids) == 0:
+            return ""
+        self._ids.extend(map(int, token_ids))
+        return self._release(self._decode_new(final=False), final=False)
+
+    def finish(self) -> str:
+        """Generation ended: return everything still held back, cut at a stop string if any.
+
+        Incomplete trailing bytes are flushed the way the tokenizer decodes them (dropped, or as
+        U+FFFD), so that the emitted text equals a decode of all ids. Later calls return "".
+        """
+        if self._finished:
+            return ""
+        self._finished = True
+        if self._stopped:
+            return ""
+        out = self._release(self._decode_new(final=True), final=True)
+        self._ids.clear()
+        self._read_offset = self._sent = 0
+        return out
+
+    def _decode_new(self, final: bool) -> str:
+        """Decode the window; return the new text that is safe to emit ("" to keep waiting)."""
+        ids = self._ids
+        read_offset = self._read_offset
+        if read_offset == len(ids):
+            return ""
+        prefix_text = self._decode(ids[:read_offset]) if read_offset else ""
+        new_text = self._decode(ids)
+        pending = len(ids) - read_offset
+        start = len(prefix_text) + self._sent
+        if not final:
+            if new_text.endswith(_REPLACEMENT_CHAR) and pending <= _MAX_PENDING:
+                # An incomplete character: what precedes it is final and can go out now.
+                delta = new_text.rstrip(_REPLACEMENT_CHAR)[start:]
+                self._sent += len(delta)
+                return delta
+            if len(new_text) <= len(prefix_text) and pending <= _MAX_SILENT_PENDING:
+                # Nothing new: skipped special tokens, or bytes of a character dropped silently.
+                return ""
+        # A clean point (or a forced one): slide the window, the pending ids become context.
+        del ids[: max(read_offset, len(ids) - _CONTEXT_TOKENS)]
+        self._read_offset = len(ids)
+        self._sent = 0
+        return new_text[start:]
+
+    def _release(self, delta: str, final: bool) -> str:
+        """Apply the stop strings to the held-back text plus `delta`; emit what is safe."""
+        text = self._held + delta
+        if not text:
+            return ""
+        if self._stop:
+            cut = self._find_stop(text)
+            if cut is not None:
+                self._stopped = True
+                self._held = ""
+                self._ids.clear()
+                self._read_offset = self._sent = 0
+                return self._emit(text[:cut])
+            keep = 0 if final else self._partial_stop_len(text)
+        else:
+            keep = 0
+        self._held = text[len(text) - keep :] if keep else ""
+        return self._emit(text[: len(text) - keep])
+
+    def _find_stop(self, text: str) -> int | None:
+        """Index to cut `text` at for the first stop string completed in it, if any."""
+        best_start = best_end = -1
+        for s in self._stop:
+            start = text.find(s)
+            if start < 0:
+                continue
+            end = start + len(s)
+            if best_end < 0 or end < best_end or (end == best_end and start < best_start):
+                best_start, best_end = start, end
+        if best_end < 0:
+            return None
+        return best_end if self._include_stop else best_start
+
+    def _partial_stop_len(self, text: str) -> int:
+        """Length of the longest suffix of `text` that is a proper prefix of a stop string."""
+        longest = 0
+        for s in self._stop:
+            for k in range(min(len(s) - 1, len(text)), longest, -1):
+                if text.endswith(s[:k]):
+                    longest = k
+                    break
+        return longest
+
+    def _emit(self, out: str) -> str:
+        if out:
+            self._parts.append(out)
+            self._text = None
+        return out

@@ -1,0 +1,211 @@
+"""What a model path holds: servable type, context length, files a pipeline needs.
+
+OVMS infers the pipeline type from the device and the files in `models_path`; an explicit
+`pipeline_type` that contradicts the files is refused here with the reason, before any engine
+starts.
+The context length comes from config.json (OVMS's field list) or, for a .gguf file, from its
+metadata. The GGUF header is read directly: the `gguf` package would parse the whole vocabulary
+(about 2 s for SmolLM2) to answer a question that the first kilobytes hold.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import struct
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from servables.errors import ServableLoadError
+
+MAX_LENGTH_FIELDS = (
+    "max_position_embeddings",
+    "n_positions",
+    "seq_len",
+    "seq_length",
+    "n_ctx",
+    "sliding_window",
+)
+VLM_MARKERS = ("openvino_text_embeddings_model.xml", "openvino_vision_embeddings_model.xml")
+OMNI_MARKER = "openvino_talker_model.xml"
+
+
+class PipelineType(enum.Enum):
+    LM = "LM"  # stateful LLMPipeline, one request at a time
+    VLM = "VLM"  # stateful VLMPipeline
+    LM_CB = "LM_CB"  # ContinuousBatchingPipeline
+    VLM_CB = "VLM_CB"  # ContinuousBatchingPipeline with a vision encoder
+    OMNI = "OMNI"
+    AUTO = "AUTO"
+
+    @property
+    def continuous_batching(self) -> bool:
+        return self in (PipelineType.LM_CB, PipelineType.VLM_CB)
+
+    @property
+    def vision(self) -> bool:
+        return self in (PipelineType.VLM, PipelineType.VLM_CB)
+
+
+def is_gguf(path: Path) -> bool:
+    return path.is_file() and path.suffix.lower() == ".gguf"
+
+
+def resolve_models_path(models_path: str, graph_dir: Path) -> Path:
+    """OVMS rule: relative to the graph's directory; must be a directory or a .gguf file."""
+    if not models_path:
+        raise ServableLoadError("LLM node models_path is empty", param="models_path")
+    path = Path(models_path)
+    if not path.is_absolute():
+        path = graph_dir / path
+    path = path.resolve()
+    if not path.exists():
+        raise ServableLoadError(f"LLM node models_path: {path} does not exist", param="models_path")
+    if not (path.is_dir() or is_gguf(path)):
+        raise ServableLoadError(
+            f"LLM node models_path: {path} is not a directory nor GGUF file", param="models_path"
+        )
+    return path
+
+
+def has_vlm_files(path: Path) -> bool:
+    return path.is_dir() and all((path / name).exists() for name in VLM_MARKERS)
+
+
+def infer_pipeline_type(path: Path, device: str, requested: PipelineType) -> PipelineType:
+    """The servable type for these files and device; refuses contradictions with the reason."""
+    vision = has_vlm_files(path)
+    omni = path.is_dir() and (path / OMNI_MARKER).exists()
+    if requested is PipelineType.AUTO:
+        if omni:
+            raise ServableLoadError("OMNI models are not supported by graphrt yet")
+        if vision:
+            return PipelineType.VLM if device == "NPU" else PipelineType.VLM_CB
+        return PipelineType.LM if device == "NPU" else PipelineType.LM_CB
+    if requested is PipelineType.OMNI:
+        raise ServableLoadError(
+            "pipeline_type OMNI is not supported by graphrt yet", param="pipeline_type"
+        )
+    if requested.vision and not vision:
+        raise ServableLoadError(
+            f"pipeline_type {requested.value} needs a vision-language model directory, but "
+            f"{path} lacks {' and '.join(VLM_MARKERS)}",
+            param="pipeline_type",
+        )
+    if not requested.vision and vision:
+        raise ServableLoadError(
+            f"pipeline_type {requested.value} is for text-only models, but {path} holds a "
+            "vision-language model (it has vision and text embedding models); use VLM_CB or VLM",
+            param="pipeline_type",
+        )
+    return requested
+
+
+def _read_exact(file: BinaryIO, size: int) -> bytes:
+    data = file.read(size)
+    if len(data) != size:
+        raise ValueError("truncated GGUF header")
+    return data
+
+
+_SCALARS = {
+    0: "<B",
+    1: "<b",
+    2: "<H",
+    3: "<h",
+    4: "<I",
+    5: "<i",
+    6: "<f",
+    7: "<?",
+    10: "<Q",
+    11: "<q",
+    12: "<d",
+}
+_STRING, _ARRAY = 8, 9
+
+
+def _read_value(file: BinaryIO, kind: int, keep: bool) -> Any:
+    if kind in _SCALARS:
+        fmt = _SCALARS[kind]
+        return struct.unpack(fmt, _read_exact(file, struct.calcsize(fmt)))[0]
+    if kind == _STRING:
+        (length,) = struct.unpack("<Q", _read_exact(file, 8))
+        if not keep:
+            file.seek(length, 1)
+            return None
+        return _read_exact(file, length).decode("utf-8", "replace")
+    if kind == _ARRAY:
+        item_kind, count = struct.unpack("<IQ", _read_exact(file, 12))
+        if item_kind in _SCALARS:
+            file.seek(struct.calcsize(_SCALARS[item_kind]) * count, 1)
+        else:
+            for _ in range(count):
+                _read_value(file, item_kind, False)
+        return None
+    raise ValueError(f"unknown GGUF value type {kind}")
+
+
+def gguf_metadata(path: Path, wanted: set[str]) -> dict[str, Any]:
+    """The scalar/string metadata values named in `wanted` (arrays are skipped)."""
+    found: dict[str, Any] = {}
+    with path.open("rb") as file:
+        if _read_exact(file, 4) != b"GGUF":
+            raise ValueError(f"{path} is not a GGUF file")
+        (version,) = struct.unpack("<I", _read_exact(file, 4))
+        if version < 2:
+            raise ValueError(f"GGUF version {version} is not supported")
+        _, count = struct.unpack("<QQ", _read_exact(file, 16))
+        for _ in range(count):
+            (key_length,) = struct.unpack("<Q", _read_exact(file, 8))
+            key = _read_exact(file, key_length).decode("utf-8", "replace")
+            (kind,) = struct.unpack("<I", _read_exact(file, 4))
+            value = _read_value(file, kind, key in wanted)
+            if key in wanted:
+                found[key] = value
+                if len(found) == len(wanted):
+                    break
+    return found
+
+
+def max_model_length(path: Path) -> int | None:
+    """Context length of the model, if its files say."""
+    if is_gguf(path):
+        try:
+            architecture = gguf_metadata(path, {"general.architecture"}).get("general.architecture")
+            if not architecture:
+                return None
+            key = f"{architecture}.context_length"
+            value = gguf_metadata(path, {key}).get(key)
+        except (OSError, ValueError, UnicodeDecodeError) as error:
+            raise ServableLoadError(f"{path}: {error}", param="models_path") from error
+        return int(value) if isinstance(value, int) else None
+    config = path / "config.json"
+    if not config.is_file():
+        return None
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    sources = [data, data.get("text_config") or {}, data.get("llm_config") or {}]
+    for source in sources:
+        if not isinstance(source, dict):
+            continue
+        for field in MAX_LENGTH_FIELDS:
+            value = source.get(field)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return None
+
+
+def generation_defaults(path: Path) -> dict[str, Any]:
+    """generation_config.json of a model directory (request fields override these)."""
+    file = path / "generation_config.json" if path.is_dir() else None
+    if file is None or not file.is_file():
+        return {}
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

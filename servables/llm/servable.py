@@ -1,0 +1,495 @@
+"""The LLM servable: OpenAI requests in, streamed choices out, an engine process underneath.
+
+The frontend half of text generation lives here: chat templating, tokenization and prompt-length
+checks before a request reaches the engine; incremental detokenization, exact stop strings,
+logprobs and usage after. `n` > 1 runs as n engine requests (each streams; prefix caching shares
+the prompt), `best_of` as one beam search whose results arrive at the end.
+
+Requests are streamed as `GenerationEvent`s, one per engine step that touched them. Closing the
+async iterator early (client gone) aborts the engine requests, which frees their KV cache at the
+next engine step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servables.engine.client import EngineClient, RequestStream
+from servables.engine.messages import AddRequest, EngineSpec
+from servables.errors import InvalidRequest, ServableLoadError, ServableNotReady
+from servables.llm.chat_template import ChatTemplate, find_template, special_token
+from servables.llm.detokenizer import IncrementalDetokenizer
+from servables.llm.model_files import (
+    PipelineType,
+    generation_defaults,
+    infer_pipeline_type,
+    is_gguf,
+    max_model_length,
+)
+from servables.openai.protocol import GenerationRequest, Limits
+from servables.openai.responses import TokenLogprob, Usage
+
+logger = logging.getLogger(__name__)
+
+# Used as max_new_tokens when neither the request, the graph nor the model bounds the output.
+FALLBACK_MAX_NEW_TOKENS = 4096
+USAGE_LOG_SECONDS = 5.0
+DEFAULT_SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "repetition_penalty", "do_sample")
+
+
+class ServableState(enum.Enum):
+    LOADING = "LOADING"
+    AVAILABLE = "AVAILABLE"
+    UNAVAILABLE = "UNAVAILABLE"
+
+
+@dataclass(frozen=True)
+class LLMServableConfig:
+    """Servable settings; calculators/llm builds this from LLMCalculatorOptions."""
+
+    name: str
+    models_path: Path
+    device: str = "CPU"
+    pipeline_type: PipelineType = PipelineType.AUTO
+    properties: dict[str, Any] = field(default_factory=dict)
+    scheduler: dict[str, Any] = field(default_factory=dict)
+    draft: dict[str, Any] | None = None
+    max_tokens_limit: int | None = None
+    best_of_limit: int = 20
+    log_level: int = logging.INFO
+
+
+@dataclass
+class ChoiceUpdate:
+    index: int
+    text: str
+    logprobs: list[TokenLogprob] | None = None
+    finish_reason: str | None = None
+
+
+@dataclass
+class GenerationEvent:
+    """What one engine step produced for a request; `usage` is set on the last event."""
+
+    updates: list[ChoiceUpdate]
+    usage: Usage | None = None
+
+
+@dataclass
+class _Choice:
+    index: int
+    detokenizer: IncrementalDetokenizer
+    tokens: int = 0
+    finish_reason: str | None = None
+
+
+@dataclass
+class RequestStats:
+    """Timings of one request, for logs and metrics."""
+
+    submitted: float
+    first_token: float | None = None
+    last_token: float | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    inter_token: list[float] = field(default_factory=list)
+
+
+class LLMServable:
+    """See the module docstring."""
+
+    def __init__(self, config: LLMServableConfig) -> None:
+        self.config = config
+        self.name = config.name
+        self.state = ServableState.LOADING
+        self.error: str | None = None
+        self.kind = infer_pipeline_type(config.models_path, config.device, config.pipeline_type)
+        self.limits = Limits(config.max_tokens_limit, config.best_of_limit)
+        self.max_length = max_model_length(config.models_path)
+        model_dir = None if is_gguf(config.models_path) else config.models_path
+        self.defaults = {
+            key: value
+            for key, value in generation_defaults(config.models_path).items()
+            if key in DEFAULT_SAMPLING_FIELDS
+        }
+        self._model_dir = model_dir
+        self.engine = EngineClient(
+            EngineSpec(
+                kind=self.kind.value,
+                models_path=str(config.models_path),
+                device=config.device,
+                properties=dict(config.properties),
+                scheduler=dict(config.scheduler),
+                draft=config.draft,
+                log_level=config.log_level,
+            ),
+            config.name,
+        )
+        self.tokenizer: Any = None
+        self.template: ChatTemplate | None = None
+        self.request_listeners: list[Any] = []
+        self._last_usage_log = 0.0
+        self._was_busy = False
+        self.engine.step_listeners.append(self._log_usage)
+
+    # -------------------------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        """Start the engine and, alongside, the frontend tokenizer and chat template."""
+        started = time.perf_counter()
+        logger.info(
+            "loading %s: %s from %s on %s",
+            self.name,
+            self.kind.value,
+            self.config.models_path,
+            self.config.device,
+        )
+        try:
+            tokenizer_task = asyncio.create_task(asyncio.to_thread(self._load_tokenizer))
+            ready = await self.engine.start()
+            await tokenizer_task
+        except ServableLoadError as error:
+            self.state = ServableState.UNAVAILABLE
+            self.error = error.message
+            await self.engine.close()
+            raise
+        except Exception as error:
+            self.state = ServableState.UNAVAILABLE
+            self.error = str(error)
+            await self.engine.close()
+            raise ServableLoadError(f"{self.name}: {error}") from error
+        self.state = ServableState.AVAILABLE
+        logger.info(
+            "loaded %s in %.1f s (engine %.1f s); context length %s; chat template from %s",
+            self.name,
+            time.perf_counter() - started,
+            ready.load_seconds,
+            self.max_length,
+            self.template.source.origin if self.template else "-",
+        )
+
+    def _load_tokenizer(self) -> None:
+        import openvino_genai
+
+        tokenizer = openvino_genai.Tokenizer(str(self.config.models_path))
+        source = find_template(self._model_dir, tokenizer.chat_template)
+        bos = special_token(self._model_dir, "bos_token") or tokenizer.get_bos_token()
+        eos = special_token(self._model_dir, "eos_token") or tokenizer.get_eos_token()
+        self.template = ChatTemplate(source, bos, eos)
+        self.tokenizer = tokenizer
+
+    def _log_usage(self, step: Any) -> None:
+        """OVMS's periodic INFO line, every few seconds while the engine is busy."""
+        metrics = step.metrics
+        busy = metrics.requests > 0
+        now = time.monotonic()
+        if (busy and now - self._last_usage_log >= USAGE_LOG_SECONDS) or (
+            self._was_busy and not busy
+        ):
+            self._last_usage_log = now
+            logger.info(
+                "%s: All requests: %d; Scheduled requests: %d; Cache usage %.1f%% of %.1f MB",
+                self.name,
+                metrics.requests,
+                metrics.scheduled_requests,
+                metrics.cache_usage,
+                metrics.kv_cache_bytes / 2**20,
+            )
+        self._was_busy = busy
+
+    async def stop(self) -> None:
+        self.state = ServableState.UNAVAILABLE
+        self.error = "unloaded"
+        await self.engine.close()
+
+    @property
+    def available(self) -> bool:
+        return self.state is ServableState.AVAILABLE and self.engine.alive
+
+    # ------------------------------------------------------------------------------ requests
+
+    def _decode(self, ids: Sequence[int], skip_special: bool = True) -> str:
+        text: str = self.tokenizer.decode(list(ids), skip_special_tokens=skip_special)
+        return text
+
+    def _encode(self, text: str, add_special_tokens: bool) -> list[int]:
+        encoded = self.tokenizer.encode(text, add_special_tokens=add_special_tokens)
+        return [int(token) for token in encoded.input_ids.data[0]]
+
+    def _prompt(self, request: GenerationRequest) -> tuple[list[int], str]:
+        """Token ids and text of the prompt (text is what `echo` repeats)."""
+        if request.has_images and not self.kind.vision:
+            raise InvalidRequest(
+                "This servable supports only text input, but image_url has been provided",
+                param="messages",
+            )
+        if request.endpoint == "completions":
+            if self.kind.vision:
+                raise InvalidRequest(
+                    "VLM Servable does not support the /completions endpoint. Use "
+                    "/chat/completions or /responses."
+                )
+            if isinstance(request.prompt, list):
+                vocabulary = (
+                    int(self.tokenizer.get_vocab_size())
+                    if hasattr(self.tokenizer, "get_vocab_size")
+                    else None
+                )
+                if vocabulary is not None and any(t >= vocabulary for t in request.prompt):
+                    raise InvalidRequest(
+                        f"prompt token ids must be below the vocabulary size {vocabulary}",
+                        param="prompt",
+                    )
+                return list(request.prompt), self._decode(request.prompt)
+            assert request.prompt is not None
+            return self._encode(request.prompt, True), request.prompt
+        assert self.template is not None
+        kwargs = dict(request.chat_template_kwargs)
+        add_generation_prompt = bool(kwargs.pop("add_generation_prompt", True))
+        text = self.template.render(
+            request.messages,
+            tools=request.tools,
+            add_generation_prompt=add_generation_prompt,
+            extra=kwargs,
+        )
+        return self._encode(text, False), text
+
+    def _max_new_tokens(self, request: GenerationRequest, prompt_tokens: int) -> int:
+        requested = request.sampling.max_tokens
+        limit = self.max_length
+        if limit is not None:
+            if prompt_tokens >= limit:
+                raise InvalidRequest(
+                    f"Number of prompt tokens: {prompt_tokens} exceeds model max length: {limit}",
+                    param="messages" if request.endpoint == "chat" else "prompt",
+                )
+            if requested is not None and prompt_tokens + requested > limit:
+                raise InvalidRequest(
+                    f"Number of prompt tokens: {prompt_tokens} + max tokens value: {requested} "
+                    f"exceeds model max length: {limit}",
+                    param="max_tokens",
+                )
+        if requested is not None:
+            return requested
+        if self.limits.max_tokens_limit is not None:
+            bound = self.limits.max_tokens_limit
+            return min(bound, limit - prompt_tokens) if limit is not None else bound
+        return limit - prompt_tokens if limit is not None else FALLBACK_MAX_NEW_TOKENS
+
+    def _config(self, request: GenerationRequest, max_new_tokens: int) -> dict[str, Any]:
+        sampling = request.sampling
+        config: dict[str, Any] = {"max_new_tokens": max_new_tokens}
+        temperature = sampling.temperature
+        if temperature is None:
+            defaults = self.defaults
+            if defaults.get("do_sample") and isinstance(defaults.get("temperature"), (int, float)):
+                temperature = float(defaults["temperature"])
+            for key in ("top_p", "top_k", "repetition_penalty"):
+                if key in defaults:
+                    config[key] = defaults[key]
+        if temperature:
+            config["do_sample"] = True
+            config["temperature"] = temperature
+        else:
+            config["do_sample"] = False
+        for key in (
+            "top_p",
+            "min_p",
+            "repetition_penalty",
+            "length_penalty",
+            "frequency_penalty",
+            "presence_penalty",
+        ):
+            value = getattr(sampling, key)
+            if value is not None:
+                config[key] = value
+        if sampling.top_k is not None:
+            config["top_k"] = sampling.top_k if sampling.top_k > 0 else 0
+        if sampling.stop:
+            # The engine stops on whole tokens; keeping the stop string lets the detokenizer
+            # cut the text exactly where the string starts.
+            config["stop_strings"] = sorted(set(sampling.stop))
+            config["include_stop_str_in_output"] = True
+        if sampling.ignore_eos:
+            config["ignore_eos"] = True
+        if sampling.logprobs:
+            config["logprobs"] = 1
+        if request.echo and max_new_tokens == 0:
+            config["echo"] = True
+        return config
+
+    def _check_capabilities(self, request: GenerationRequest) -> None:
+        sampling = request.sampling
+        if not self.kind.continuous_batching:
+            kind = self.kind.value
+            if sampling.logprobs:
+                raise InvalidRequest(
+                    f"logprobs are not supported by {kind} servables", param="logprobs"
+                )
+            if sampling.n > 1 or sampling.best_of:
+                raise InvalidRequest(
+                    f"n and best_of are not supported by {kind} servables", param="n"
+                )
+
+    def _requests(
+        self,
+        request: GenerationRequest,
+        prompt_ids: list[int],
+        prompt_text: str,
+        config: dict[str, Any],
+    ) -> list[AddRequest]:
+        sampling = request.sampling
+        engine = self.engine
+        text_prompt = prompt_text if self.kind.vision else None
+        ids = None if self.kind.vision else prompt_ids
+        if sampling.best_of:
+            beams = dict(config)
+            beams.update(
+                num_beams=sampling.best_of, num_return_sequences=sampling.n, do_sample=False
+            )
+            beams.pop("temperature", None)
+            return [AddRequest(engine.new_request_id(), ids, text_prompt, beams, final_only=True)]
+        seed = sampling.seed
+        requests = []
+        for index in range(sampling.n):
+            choice_config = dict(config)
+            if config.get("do_sample"):
+                choice_config["rng_seed"] = (
+                    seed + index if seed is not None else random.getrandbits(31)
+                )
+            requests.append(AddRequest(engine.new_request_id(), ids, text_prompt, choice_config))
+        return requests
+
+    async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationEvent]:
+        """Run a validated request; see the module docstring."""
+        if not self.available:
+            raise ServableNotReady(
+                f"Model {self.name} is not available: {self.error or self.state.value}"
+            )
+        self._check_capabilities(request)
+        prompt_ids, prompt_text = self._prompt(request)
+        max_new_tokens = self._max_new_tokens(request, len(prompt_ids))
+        config = self._config(request, max_new_tokens)
+        engine_requests = self._requests(request, prompt_ids, prompt_text, config)
+        sampling = request.sampling
+        stats = RequestStats(submitted=time.perf_counter(), prompt_tokens=len(prompt_ids))
+        logger.debug(
+            "%s: request %s, %d prompt tokens, max_new_tokens %d, n %d, stream %s",
+            self.name,
+            engine_requests[0].request_id,
+            len(prompt_ids),
+            max_new_tokens,
+            sampling.n,
+            request.stream,
+        )
+        skip_special = sampling.skip_special_tokens
+
+        def decode(ids: Sequence[int]) -> str:
+            return self._decode(ids, skip_special)
+
+        choices: dict[int, _Choice] = {}
+        choice_of_request: dict[int, int] = {}
+        if sampling.best_of:
+            for index in range(sampling.n):
+                choices[index] = _Choice(
+                    index,
+                    IncrementalDetokenizer(
+                        decode, sampling.stop, sampling.include_stop_str_in_output
+                    ),
+                )
+            choice_of_request[engine_requests[0].request_id] = -1
+        else:
+            for index, engine_request in enumerate(engine_requests):
+                choices[index] = _Choice(
+                    index,
+                    IncrementalDetokenizer(
+                        decode, sampling.stop, sampling.include_stop_str_in_output
+                    ),
+                )
+                choice_of_request[engine_request.request_id] = index
+        for listener in self.request_listeners:
+            listener.started(self, stats)
+        stream = self.engine.submit(engine_requests)
+        try:
+            async for event in self._events(
+                stream, choices, choice_of_request, sampling.logprobs, stats
+            ):
+                yield event
+        finally:
+            stream.close()
+            for listener in self.request_listeners:
+                listener.finished(self, stats)
+            logger.debug(
+                "%s: request %s done, %d completion tokens, ttft %s ms",
+                self.name,
+                engine_requests[0].request_id,
+                stats.completion_tokens,
+                f"{(stats.first_token - stats.submitted) * 1e3:.1f}" if stats.first_token else "-",
+            )
+
+    async def _events(
+        self,
+        stream: RequestStream,
+        choices: dict[int, _Choice],
+        choice_of_request: dict[int, int],
+        want_logprobs: bool,
+        stats: RequestStats,
+    ) -> AsyncIterator[GenerationEvent]:
+        unfinished = set(choices)
+        while unfinished:
+            batch = await stream.next_batch()
+            now = time.perf_counter()
+            updates: dict[int, ChoiceUpdate] = {}
+            for delta in batch:
+                mapped = choice_of_request.get(delta.request_id)
+                index = delta.index if mapped == -1 else mapped
+                if index is None or index not in unfinished:
+                    continue
+                choice = choices[index]
+                update = updates.setdefault(index, ChoiceUpdate(index, ""))
+                tokens = delta.token_ids
+                if tokens:
+                    if stats.first_token is None:
+                        stats.first_token = now
+                    elif stats.last_token is not None:
+                        stats.inter_token.append(now - stats.last_token)
+                    stats.last_token = now
+                    choice.tokens += len(tokens)
+                    stats.completion_tokens += len(tokens)
+                    text = choice.detokenizer.add(tokens)
+                    update.text += text
+                    if want_logprobs:
+                        update.logprobs = (update.logprobs or []) + [
+                            TokenLogprob(self._decode([token], False), logprob)
+                            for token, logprob in zip(tokens, delta.logprobs, strict=False)
+                        ]
+                finished = choice.detokenizer.stopped or delta.finish_reason is not None
+                if finished:
+                    update.text += choice.detokenizer.finish()
+                    reason = "stop" if choice.detokenizer.stopped else delta.finish_reason
+                    choice.finish_reason = update.finish_reason = reason or "stop"
+                    unfinished.discard(index)
+                    if mapped != -1:
+                        stream.finish(delta.request_id)
+            usage = None
+            if not unfinished:
+                usage = Usage(stats.prompt_tokens, stats.completion_tokens)
+            if updates or usage:
+                yield GenerationEvent(sorted(updates.values(), key=lambda u: u.index), usage)
+
+    def metrics_snapshot(self) -> dict[str, float]:
+        metrics = self.engine.metrics
+        return {
+            "requests": metrics.requests,
+            "scheduled_requests": metrics.scheduled_requests,
+            "cache_usage": metrics.cache_usage,
+            "kv_cache_bytes": metrics.kv_cache_bytes,
+        }

@@ -1,0 +1,459 @@
+"""Parse and validate OpenAI chat/completions and completions requests.
+
+Rules and limits follow OpenVINO Model Server, so a request OVMS accepts is accepted here with the
+same meaning, and one it refuses is refused with a message naming the field (OVMS's own wording
+where it has one). Where OVMS is stricter than OpenAI for no good reason we follow OpenAI:
+`include_stop_str_in_output: false` works with streaming (our detokenizer holds text back instead),
+logprobs work in streaming, and a completions prompt may be token ids.
+
+Unknown fields are ignored (new SDKs add fields all the time); the names of ignored fields are
+returned so the server can log them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from servables.errors import InvalidRequest
+
+UINT32_MAX = 4_294_967_295
+MAX_STOP_STRINGS = 16
+
+Endpoint = Literal["chat", "completions"]
+
+_COMMON_FIELDS = {
+    "model",
+    "stream",
+    "stream_options",
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+    "length_penalty",
+    "frequency_penalty",
+    "presence_penalty",
+    "seed",
+    "stop",
+    "include_stop_str_in_output",
+    "ignore_eos",
+    "n",
+    "best_of",
+    "logprobs",
+    "skip_special_tokens",
+    "user",
+    "service_tier",
+    "store",
+    "metadata",
+}
+_CHAT_FIELDS = {
+    "messages",
+    "max_completion_tokens",
+    "top_logprobs",
+    "tools",
+    "tool_choice",
+    "chat_template_kwargs",
+    "response_format",
+    "parallel_tool_calls",
+}
+_COMPLETION_FIELDS = {"prompt", "echo", "suffix"}
+
+
+@dataclass
+class SamplingRequest:
+    """What both endpoints share: output limits and sampling controls, as validated."""
+
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    length_penalty: float | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    seed: int | None = None
+    stop: list[str] = field(default_factory=list)
+    include_stop_str_in_output: bool = False
+    ignore_eos: bool = False
+    n: int = 1
+    best_of: int | None = None
+    logprobs: bool = False
+    top_logprobs: int = 0
+    skip_special_tokens: bool = True
+
+
+@dataclass
+class GenerationRequest:
+    """A validated request for either endpoint."""
+
+    endpoint: Endpoint
+    model: str
+    stream: bool
+    include_usage: bool
+    sampling: SamplingRequest
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    prompt: str | list[int] | None = None
+    echo: bool = False
+    tools: list[dict[str, Any]] | None = None
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    has_images: bool = False
+    ignored_fields: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-servable limits from the graph's LLMCalculatorOptions."""
+
+    max_tokens_limit: int | None = None
+    best_of_limit: int = 20
+
+
+# ------------------------------------------------------------------------------------ readers
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _bool(body: dict[str, Any], name: str, message: str | None = None) -> bool | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, bool):
+        raise InvalidRequest(message or f"{name} accepts values true or false", param=name)
+    return value
+
+
+def _uint(body: dict[str, Any], name: str) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidRequest(f"{name} is not an unsigned integer", param=name)
+    if value > UINT32_MAX:
+        raise InvalidRequest(f"{name} value can't be greater than {UINT32_MAX}", param=name)
+    return value
+
+
+def _number(
+    body: dict[str, Any],
+    name: str,
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    high_open: bool = False,
+    range_text: str | None = None,
+) -> float | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if not _is_number(value):
+        raise InvalidRequest(f"{name} is not a valid number", param=name)
+    number = float(value)
+    too_high = high is not None and (number >= high if high_open else number > high)
+    if (low is not None and number < low) or too_high:
+        raise InvalidRequest(f"{name} out of range{range_text or f'({low}, {high})'}", param=name)
+    return number
+
+
+def _max_tokens(body: dict[str, Any], name: str, limits: Limits, *, inclusive: bool) -> int | None:
+    value = _uint(body, name)
+    if value is None:
+        return None
+    limit = limits.max_tokens_limit
+    if limit is not None and (value > limit if inclusive else value >= limit):
+        raise InvalidRequest(f"{name} exceeds limit provided in graph config: {limit}", param=name)
+    return value
+
+
+def _stop(body: dict[str, Any]) -> list[str]:
+    value = body.get("stop")
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value] if value else []
+    if isinstance(value, list):
+        if len(value) > MAX_STOP_STRINGS:
+            raise InvalidRequest(
+                f"stop array must have no more than {MAX_STOP_STRINGS} strings", param="stop"
+            )
+        if not all(isinstance(item, str) for item in value):
+            raise InvalidRequest("stop array contains non string element", param="stop")
+        return [item for item in value if item]
+    raise InvalidRequest("stop is not a string or array of strings", param="stop")
+
+
+def _stream_options(body: dict[str, Any], stream: bool) -> bool:
+    options = body.get("stream_options")
+    if options is None:
+        return False
+    if not stream:
+        raise InvalidRequest(
+            "stream_options provided, but stream not set to true", param="stream_options"
+        )
+    if not isinstance(options, dict):
+        raise InvalidRequest("stream_options is not an object", param="stream_options")
+    unexpected = set(options) - {"include_usage", "continuous_usage_stats"}
+    if unexpected:
+        raise InvalidRequest(
+            "Found unexpected stream options. Properties accepted in stream_options: include_usage",
+            param="stream_options",
+        )
+    include_usage = options.get("include_usage", False)
+    if not isinstance(include_usage, bool):
+        raise InvalidRequest(
+            "stream_options.include_usage is not a boolean", param="stream_options.include_usage"
+        )
+    return include_usage
+
+
+def _sampling(
+    body: dict[str, Any], endpoint: Endpoint, stream: bool, limits: Limits
+) -> SamplingRequest:
+    sampling = SamplingRequest()
+    sampling.max_tokens = _max_tokens(body, "max_tokens", limits, inclusive=False)
+    if endpoint == "chat":
+        completion_tokens = _max_tokens(body, "max_completion_tokens", limits, inclusive=True)
+        if completion_tokens is not None:
+            sampling.max_tokens = completion_tokens
+    sampling.temperature = _number(body, "temperature", 0.0, 2.0)
+    sampling.top_p = _number(body, "top_p", 0.0, 1.0)
+    top_k = body.get("top_k")
+    if top_k is not None:
+        if not isinstance(top_k, int) or isinstance(top_k, bool):
+            raise InvalidRequest("top_k is not an integer", param="top_k")
+        if top_k != -1 and top_k <= 0:
+            raise InvalidRequest(
+                "top_k must be -1 (all tokens) or a positive integer", param="top_k"
+            )
+        sampling.top_k = top_k
+    sampling.min_p = _number(body, "min_p", 0.0, 1.0, high_open=True, range_text=" [0.0, 1.0)")
+    sampling.repetition_penalty = _number(body, "repetition_penalty")
+    if sampling.repetition_penalty is not None and sampling.repetition_penalty <= 0:
+        raise InvalidRequest(
+            "repetition_penalty must be greater than 0", param="repetition_penalty"
+        )
+    sampling.length_penalty = _number(body, "length_penalty")
+    sampling.frequency_penalty = _number(body, "frequency_penalty", -2.0, 2.0)
+    sampling.presence_penalty = _number(body, "presence_penalty", -2.0, 2.0)
+    seed = body.get("seed")
+    if seed is not None:
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise InvalidRequest("seed is not an integer", param="seed")
+        if not 0 <= seed <= UINT32_MAX:
+            raise InvalidRequest(f"seed out of range [0, {UINT32_MAX}]", param="seed")
+        sampling.seed = seed
+    sampling.stop = _stop(body)
+    include_stop = _bool(body, "include_stop_str_in_output")
+    sampling.include_stop_str_in_output = bool(include_stop)
+    sampling.ignore_eos = bool(_bool(body, "ignore_eos"))
+    sampling.skip_special_tokens = _bool(body, "skip_special_tokens") is not False
+
+    best_of = _uint(body, "best_of")
+    if best_of is not None:
+        if best_of == 0:
+            raise InvalidRequest("best_of value should be greater than 0", param="best_of")
+        if best_of >= limits.best_of_limit:
+            raise InvalidRequest(
+                f"best_of exceeds limit provided in graph config: {limits.best_of_limit}",
+                param="best_of",
+            )
+        if stream:
+            raise InvalidRequest("best_of cannot be used in streaming mode", param="best_of")
+        sampling.best_of = best_of
+    n = _uint(body, "n")
+    if n is not None:
+        if n == 0:
+            raise InvalidRequest("n value should be greater than 0", param="n")
+        if n > (best_of if best_of is not None else max(n, 1)):
+            raise InvalidRequest("n value cannot be greater than best_of", param="n")
+        if best_of is None and n > limits.best_of_limit:
+            raise InvalidRequest(
+                f"n exceeds limit provided in graph config: {limits.best_of_limit}", param="n"
+            )
+        sampling.n = n
+
+    if endpoint == "chat":
+        sampling.logprobs = bool(_bool(body, "logprobs"))
+        top_logprobs = body.get("top_logprobs")
+        if top_logprobs is not None:
+            if not isinstance(top_logprobs, int) or isinstance(top_logprobs, bool):
+                raise InvalidRequest("top_logprobs is not an integer", param="top_logprobs")
+            if not 0 <= top_logprobs <= 20:
+                raise InvalidRequest("top_logprobs out of range [0, 20]", param="top_logprobs")
+            if top_logprobs and not sampling.logprobs:
+                raise InvalidRequest(
+                    "top_logprobs requires logprobs to be set to true", param="top_logprobs"
+                )
+            sampling.top_logprobs = top_logprobs
+    else:
+        logprobs = body.get("logprobs")
+        if logprobs is not None:
+            if not isinstance(logprobs, int) or isinstance(logprobs, bool):
+                raise InvalidRequest("logprobs accepts integer values", param="logprobs")
+            if not 0 <= logprobs <= 5:
+                raise InvalidRequest("logprobs out of range [0, 5]", param="logprobs")
+            sampling.logprobs = True
+            sampling.top_logprobs = logprobs
+    return sampling
+
+
+# ---------------------------------------------------------------------------------- messages
+
+
+def _text_of_parts(parts: list[Any], index: int) -> tuple[str, bool]:
+    """Joined text of a content-part list, and whether it holds images."""
+    texts: list[str] = []
+    images = False
+    for part in parts:
+        if not isinstance(part, dict):
+            raise InvalidRequest(
+                f"Invalid message structure - content part in message {index} is not an object",
+                param=f"messages[{index}].content",
+            )
+        kind = part.get("type")
+        if kind == "text":
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise InvalidRequest(
+                    f"Invalid message structure - text part in message {index} has no text string",
+                    param=f"messages[{index}].content",
+                )
+            texts.append(text)
+        elif kind == "image_url":
+            images = True
+        else:
+            raise InvalidRequest(
+                f"Unsupported content type: {kind!r}", param=f"messages[{index}].content"
+            )
+    return "".join(texts), images
+
+
+def _messages(body: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
+    messages = body.get("messages")
+    if messages is None:
+        raise InvalidRequest("Messages missing in request", param="messages")
+    if not isinstance(messages, list):
+        raise InvalidRequest("Messages are not an array", param="messages")
+    if not messages:
+        raise InvalidRequest("Messages array cannot be empty", param="messages")
+    normalized: list[dict[str, Any]] = []
+    has_images = False
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise InvalidRequest("Message is not a JSON object", param=f"messages[{index}]")
+        role = message.get("role")
+        if role is None:
+            raise InvalidRequest("Every message must have 'role' field", param=f"messages[{index}]")
+        if not isinstance(role, str):
+            raise InvalidRequest("role is not a string", param=f"messages[{index}].role")
+        content = message.get("content")
+        if content is None:
+            content = ""
+        elif isinstance(content, list):
+            content, images = _text_of_parts(content, index)
+            has_images = has_images or images
+        elif not isinstance(content, str):
+            raise InvalidRequest(
+                "Invalid message structure - content should be a string or an array",
+                param=f"messages[{index}].content",
+            )
+        if "<ov_genai_image" in content:
+            raise InvalidRequest(
+                "Message contains restricted <ov_genai_image> tag", param=f"messages[{index}]"
+            )
+        entry = {key: value for key, value in message.items() if key != "content"}
+        entry["content"] = content
+        calls = entry.get("tool_calls")
+        if isinstance(calls, list):
+            # Templates expect `arguments`; add it to copies so the caller's body is untouched.
+            entry["tool_calls"] = [
+                {**call, "function": {"arguments": "{}", **call["function"]}}
+                if isinstance(call, dict) and isinstance(call.get("function"), dict)
+                else call
+                for call in calls
+            ]
+        normalized.append(entry)
+    return normalized, has_images
+
+
+def _prompt(body: dict[str, Any]) -> str | list[int]:
+    prompt = body.get("prompt")
+    if prompt is None:
+        raise InvalidRequest("prompt is missing", param="prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+        prompt = prompt[0]
+    if isinstance(prompt, str):
+        if not prompt:
+            raise InvalidRequest("prompt is missing", param="prompt")
+        return prompt
+    if isinstance(prompt, list):
+        if prompt and all(
+            isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in prompt
+        ):
+            return list(prompt)
+        if prompt and all(isinstance(p, (str, list)) for p in prompt):
+            raise InvalidRequest("only one prompt per request is supported", param="prompt")
+    raise InvalidRequest("prompt is not a string", param="prompt")
+
+
+# ------------------------------------------------------------------------------------ entry
+
+
+def parse_request(body: Any, endpoint: Endpoint, limits: Limits) -> GenerationRequest:
+    """Validate a decoded JSON body for `endpoint`; raises InvalidRequest naming the field."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("JSON body must be an object")
+    model = body.get("model")
+    if model is None:
+        raise InvalidRequest("model missing in request", param="model")
+    if not isinstance(model, str):
+        raise InvalidRequest("model is not a string", param="model")
+    stream = body.get("stream", False)
+    if stream is None:
+        stream = False
+    if not isinstance(stream, bool):
+        raise InvalidRequest("Stream is not bool", param="stream")
+    include_usage = _stream_options(body, stream)
+    sampling = _sampling(body, endpoint, stream, limits)
+    request = GenerationRequest(endpoint, model, stream, include_usage, sampling)
+    known = _COMMON_FIELDS | (_CHAT_FIELDS if endpoint == "chat" else _COMPLETION_FIELDS)
+    request.ignored_fields = sorted(set(body) - known)
+    if endpoint == "chat":
+        request.messages, request.has_images = _messages(body)
+        tools = body.get("tools")
+        if tools is not None:
+            if not isinstance(tools, list):
+                raise InvalidRequest("Tools are not an array", param="tools")
+            if not all(isinstance(tool, dict) for tool in tools):
+                raise InvalidRequest("Tool is not a JSON object", param="tools")
+            if body.get("tool_choice") != "none":
+                request.tools = tools
+        kwargs = body.get("chat_template_kwargs")
+        if kwargs is not None:
+            if not isinstance(kwargs, dict):
+                raise InvalidRequest(
+                    "chat_template_kwargs must be an object", param="chat_template_kwargs"
+                )
+            request.chat_template_kwargs = kwargs
+    else:
+        request.prompt = _prompt(body)
+        request.echo = bool(_bool(body, "echo", "echo accepts values true or false"))
+        if body.get("suffix"):
+            raise InvalidRequest("suffix is not supported", param="suffix")
+    if sampling.max_tokens == 0 and not (endpoint == "completions" and request.echo):
+        field_name = (
+            "max_completion_tokens"
+            if body.get("max_completion_tokens") is not None
+            else "max_tokens"
+        )
+        raise InvalidRequest(
+            f"{field_name} value should be greater than 0"
+            + (" unless echo is set" if endpoint == "completions" else ""),
+            param=field_name,
+        )
+    return request

@@ -1,0 +1,204 @@
+"""Build OpenAI response bodies: unary responses, stream chunks, usage, errors, SSE frames.
+
+One `ResponseBuilder` per request keeps the `id`, `created` and `model` that every chunk of a
+stream must repeat. Shapes follow OpenAI's published schemas (CreateChatCompletionResponse,
+CreateChatCompletionStreamResponse, CreateCompletionResponse, ErrorResponse); a test validates
+them against the spec.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from servables.openai.protocol import Endpoint
+
+SSE_DONE = b"data: [DONE]\n\n"
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    token: str
+    logprob: float
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+        }
+
+
+@dataclass
+class Choice:
+    """A finished choice of a unary response."""
+
+    index: int
+    text: str
+    finish_reason: str
+    logprobs: list[TokenLogprob] | None = None
+
+
+def dumps(body: Any) -> str:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+
+def sse_frame(body: Any) -> bytes:
+    return b"data: " + dumps(body).encode() + b"\n\n"
+
+
+def error_body(
+    message: str,
+    error_type: str = "invalid_request_error",
+    param: str | None = None,
+    code: str | None = None,
+) -> dict[str, Any]:
+    return {"error": {"message": message, "type": error_type, "param": param, "code": code}}
+
+
+def _token_entry(item: TokenLogprob, top: int) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "token": item.token,
+        "logprob": item.logprob,
+        "bytes": list(item.token.encode()),
+    }
+    # openvino-genai returns only the chosen token's logprob; the spec allows fewer entries than
+    # requested, so the chosen token is the one alternative we can list truthfully.
+    entry["top_logprobs"] = (
+        [{"token": item.token, "logprob": item.logprob, "bytes": entry["bytes"]}] if top else []
+    )
+    return entry
+
+
+def chat_logprobs(items: Sequence[TokenLogprob], top: int) -> dict[str, Any]:
+    return {"content": [_token_entry(item, top) for item in items], "refusal": None}
+
+
+def completion_logprobs(items: Sequence[TokenLogprob], text_offset: int) -> dict[str, Any]:
+    offsets = []
+    for item in items:
+        offsets.append(text_offset)
+        text_offset += len(item.token)
+    return {
+        "tokens": [item.token for item in items],
+        "token_logprobs": [item.logprob for item in items],
+        # The schema wants a list; with only the chosen token's logprob, that is what each holds.
+        "top_logprobs": [{item.token: item.logprob} for item in items],
+        "text_offset": offsets,
+    }
+
+
+class ResponseBuilder:
+    """Bodies of one response; see the module docstring."""
+
+    def __init__(
+        self, endpoint: Endpoint, model: str, *, include_usage: bool = False, top_logprobs: int = 0
+    ) -> None:
+        self.endpoint = endpoint
+        self.model = model
+        self.id = ("chatcmpl-" if endpoint == "chat" else "cmpl-") + secrets.token_hex(12)
+        self.created = int(time.time())
+        self.include_usage = include_usage
+        self.top_logprobs = top_logprobs
+        self._text_offsets: dict[int, int] = {}
+
+    def _envelope(self, choices: list[dict[str, Any]], chunk: bool) -> dict[str, Any]:
+        if self.endpoint == "chat":
+            kind = "chat.completion.chunk" if chunk else "chat.completion"
+        else:
+            kind = "text_completion"
+        body: dict[str, Any] = {
+            "id": self.id,
+            "object": kind,
+            "created": self.created,
+            "model": self.model,
+            "choices": choices,
+        }
+        if chunk and self.include_usage:
+            body["usage"] = None
+        return body
+
+    def role_chunk(self, index: int) -> dict[str, Any]:
+        """The first chat chunk of a choice: announces the assistant role."""
+        return self._envelope(
+            [
+                {
+                    "index": index,
+                    "delta": {"role": "assistant", "content": ""},
+                    "logprobs": None,
+                    "finish_reason": None,
+                }
+            ],
+            chunk=True,
+        )
+
+    def delta_chunk(
+        self,
+        index: int,
+        text: str,
+        logprobs: Sequence[TokenLogprob] | None = None,
+        finish_reason: str | None = None,
+    ) -> dict[str, Any]:
+        if self.endpoint == "chat":
+            choice: dict[str, Any] = {
+                "index": index,
+                "delta": {"content": text} if text else {},
+                "logprobs": chat_logprobs(logprobs, self.top_logprobs) if logprobs else None,
+                "finish_reason": finish_reason,
+            }
+        else:
+            offset = self._text_offsets.get(index, 0)
+            choice = {
+                "index": index,
+                "text": text,
+                "logprobs": completion_logprobs(logprobs, offset) if logprobs else None,
+                "finish_reason": finish_reason,
+            }
+            self._text_offsets[index] = offset + len(text)
+        return self._envelope([choice], chunk=True)
+
+    def usage_chunk(self, usage: Usage) -> dict[str, Any]:
+        body = self._envelope([], chunk=True)
+        body["usage"] = usage.as_dict()
+        return body
+
+    def unary(
+        self, choices: Sequence[Choice], usage: Usage, prompt_text: str = ""
+    ) -> dict[str, Any]:
+        bodies: list[dict[str, Any]] = []
+        for choice in choices:
+            if self.endpoint == "chat":
+                bodies.append(
+                    {
+                        "index": choice.index,
+                        "message": {"role": "assistant", "content": choice.text, "refusal": None},
+                        "logprobs": chat_logprobs(choice.logprobs, self.top_logprobs)
+                        if choice.logprobs is not None
+                        else None,
+                        "finish_reason": choice.finish_reason,
+                    }
+                )
+            else:
+                bodies.append(
+                    {
+                        "index": choice.index,
+                        "text": prompt_text + choice.text,
+                        "logprobs": completion_logprobs(choice.logprobs, len(prompt_text))
+                        if choice.logprobs is not None
+                        else None,
+                        "finish_reason": choice.finish_reason,
+                    }
+                )
+        body = self._envelope(bodies, chunk=False)
+        body["usage"] = usage.as_dict()
+        return body

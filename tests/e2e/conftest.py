@@ -1,0 +1,313 @@
+"""End-to-end fixtures: real `graphrt serve` processes and golden outputs from openvino-genai.
+
+Every server here is a separate `python -m graphruntime.server.cli serve ...` process on a free
+port, started once per session or module (a model load takes seconds), waited for through
+/v2/health/ready, and stopped with SIGTERM at teardown, which must exit with code 0.
+
+Expected texts are never pasted into tests: `Golden` runs the same model in this process with
+openvino-genai's ContinuousBatchingPipeline, greedy, with the prompt the server should build
+(the tokenizer's chat template for chat, the raw prompt for completions), and tests compare the
+server's answers with that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import httpx
+import openai
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+MODEL_NAME = "smollm2"
+# The main server refuses max_tokens above this (tests of --max_tokens_limit).
+MAX_TOKENS_LIMIT = 2000
+# The main server refuses bodies above this (tests of --max_request_size).
+MAX_REQUEST_SIZE = 1 << 20
+READY_TIMEOUT = 120.0
+STOP_TIMEOUT = 60.0
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.e2e)
+
+
+# ------------------------------------------------------------------------------------ servers
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class Server:
+    """A running `graphrt serve` process; see the module docstring."""
+
+    def __init__(self, args: Sequence[str], log_path: Path, model: str = MODEL_NAME) -> None:
+        self.port = free_port()
+        self.model = model
+        self.log_path = log_path
+        self.args = [
+            sys.executable,
+            "-m",
+            "graphruntime.server.cli",
+            "serve",
+            "--rest_port",
+            str(self.port),
+            "--model_name",
+            model,
+            *args,
+        ]
+        self._log: TextIO = log_path.open("w", encoding="utf-8")
+        # Output goes to a file, never a pipe: a full pipe would block the server.
+        self.process = subprocess.Popen(
+            self.args, stdout=self._log, stderr=subprocess.STDOUT, cwd=log_path.parent
+        )
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        if not self._log.closed:
+            self._log.flush()
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        with httpx.Client(base_url=self.base_url, timeout=5.0) as http:
+            while time.monotonic() < deadline:
+                code = self.process.poll()
+                if code is not None:
+                    pytest.fail(f"graphrt serve exited with {code} before ready:\n{self.log()}")
+                with contextlib.suppress(httpx.TransportError):
+                    if http.get("/v2/health/ready").status_code == 200:
+                        return
+                time.sleep(0.1)
+        self.process.kill()
+        self.process.wait()
+        self._log.close()
+        pytest.fail(f"graphrt serve was not ready within {timeout:.0f} s:\n{self.log()}")
+
+    def stop(self) -> int:
+        """SIGTERM, wait, return the exit code (kills and fails if it hangs)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+                self._log.close()
+                pytest.fail(f"graphrt serve ignored SIGTERM ({STOP_TIMEOUT:.0f} s):\n{self.log()}")
+        self._log.close()
+        return self.process.returncode
+
+    # clients -------------------------------------------------------------------------------
+
+    def client(self, prefix: str = "/v3") -> openai.OpenAI:
+        return openai.OpenAI(
+            base_url=self.base_url + prefix, api_key="unused", max_retries=0, timeout=120.0
+        )
+
+    def async_client(self, prefix: str = "/v3") -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(
+            base_url=self.base_url + prefix, api_key="unused", max_retries=0, timeout=120.0
+        )
+
+    def http(self) -> httpx.Client:
+        return httpx.Client(base_url=self.base_url, timeout=120.0)
+
+    def sse(self, path: str, body: dict[str, Any]) -> list[str]:
+        """POST a streaming request with raw HTTP; the `data:` payloads in order ([DONE] too)."""
+        with self.http() as http, http.stream("POST", path, json=body) as response:
+            assert response.status_code == 200, response.read().decode()
+            assert response.headers["content-type"].startswith("text/event-stream")
+            return [
+                line[len("data:") :].strip()
+                for line in response.iter_lines()
+                if line.startswith("data:")
+            ]
+
+    def metrics(self) -> dict[str, float]:
+        """Samples of /metrics for this model, by sample name (labels other than name dropped;
+        samples of the same name are summed)."""
+        with self.http() as http:
+            response = http.get("/metrics")
+        assert response.status_code == 200, response.text
+        values: dict[str, float] = {}
+        for family in text_string_to_metric_families(response.text):
+            for sample in family.samples:
+                if sample.labels.get("name", self.model) != self.model:
+                    continue
+                values[sample.name] = values.get(sample.name, 0.0) + sample.value
+        return values
+
+
+@contextlib.contextmanager
+def running_server(args: Sequence[str], log_dir: Path, model: str = MODEL_NAME) -> Iterator[Server]:
+    """Start a server, wait until ready, yield it; on exit SIGTERM it and check exit code 0."""
+    server = Server(args, log_dir / "server.log", model)
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        code = server.stop()
+    assert code == 0, f"graphrt serve exited with {code} after SIGTERM:\n{server.log()}"
+
+
+Launch = Callable[[Sequence[str]], AbstractContextManager[Server]]
+
+
+@pytest.fixture(scope="session")
+def launch(tmp_path_factory: pytest.TempPathFactory) -> Launch:
+    """`with launch([...serve args...]) as server:` runs a server for the block (its own logs)."""
+
+    def start(args: Sequence[str]) -> AbstractContextManager[Server]:
+        return running_server(args, tmp_path_factory.mktemp("server"))
+
+    return start
+
+
+@pytest.fixture(scope="session")
+def server(smollm2_gguf: Path, launch: Launch) -> Iterator[Server]:
+    """The main server: the GGUF, continuous batching, metrics on, a max_tokens limit."""
+    args = [
+        "--model_path",
+        str(smollm2_gguf),
+        "--metrics_enable",
+        "--max_tokens_limit",
+        str(MAX_TOKENS_LIMIT),
+        "--max_request_size",
+        str(MAX_REQUEST_SIZE),
+    ]
+    with launch(args) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def max_tokens_limit() -> int:
+    return MAX_TOKENS_LIMIT
+
+
+@pytest.fixture(scope="session")
+def max_request_size() -> int:
+    return MAX_REQUEST_SIZE
+
+
+@pytest.fixture(scope="session")
+def client(server: Server) -> Iterator[openai.OpenAI]:
+    with server.client() as sdk:
+        yield sdk
+
+
+# ------------------------------------------------------------------------------------ golden
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the server must answer for a greedy request."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int  # generated ids, the EOS included
+    finish_reason: str
+
+
+class Golden:
+    """Greedy outputs of the same model, computed in this process; see the module docstring."""
+
+    def __init__(self, gguf: Path) -> None:
+        self.genai: Any = importlib.import_module("openvino_genai")
+        self.ov: Any = importlib.import_module("openvino")
+        scheduler = self.genai.SchedulerConfig()
+        scheduler.cache_size = 1
+        self.pipeline: Any = self.genai.ContinuousBatchingPipeline(str(gguf), scheduler, "CPU", {})
+        self.tokenizer: Any = self.pipeline.get_tokenizer()
+        self.eos = int(self.tokenizer.get_eos_token_id())
+        self._cache: dict[tuple[str, str, int], Expected] = {}
+
+    def chat_prompt(self, messages: Sequence[Mapping[str, Any]]) -> str:
+        plain = [dict(message) for message in messages]
+        prompt: str = self.tokenizer.apply_chat_template(plain, add_generation_prompt=True)
+        return prompt
+
+    def encode(self, text: str, add_special_tokens: bool) -> list[int]:
+        encoded = self.tokenizer.encode(text, add_special_tokens=add_special_tokens)
+        return [int(token) for token in encoded.input_ids.data[0]]
+
+    def chat(self, messages: Sequence[Mapping[str, Any]], max_tokens: int) -> Expected:
+        prompt = self.chat_prompt(messages)
+        return self._generate("chat", prompt, self.encode(prompt, False), max_tokens)
+
+    def completion(self, prompt: str, max_tokens: int) -> Expected:
+        return self._generate("completions", prompt, self.encode(prompt, True), max_tokens)
+
+    def _generate(self, kind: str, prompt: str, ids: list[int], max_tokens: int) -> Expected:
+        key = (kind, prompt, max_tokens)
+        if key not in self._cache:
+            import numpy as np
+
+            config = self.pipeline.get_config()
+            config.max_new_tokens = max_tokens
+            config.do_sample = False
+            tensor = self.ov.Tensor(np.asarray([ids], dtype=np.int64))
+            (result,) = self.pipeline.generate([tensor], [config])
+            generated = [int(token) for token in result.m_generation_ids[0]]
+            if generated and generated[-1] == self.eos:
+                reason = "stop"
+            else:
+                assert len(generated) == max_tokens, generated
+                reason = "length"
+            text: str = self.tokenizer.decode(generated, skip_special_tokens=True)
+            self._cache[key] = Expected(text, len(ids), len(generated), reason)
+        return self._cache[key]
+
+
+@pytest.fixture(scope="session")
+def golden(smollm2_gguf: Path) -> Golden:
+    return Golden(smollm2_gguf)
+
+
+# ----------------------------------------------------------------------------------- model dirs
+
+
+@pytest.fixture(scope="session")
+def smollm2_ir_dir(smollm2_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An OpenVINO IR model directory (model + tokenizer/detokenizer) exported from the GGUF."""
+    genai: Any = importlib.import_module("openvino_genai")
+    export = tmp_path_factory.mktemp("ir_export")
+    link = export / smollm2_gguf.name
+    os.symlink(smollm2_gguf, link)
+    # The IR files are written next to the .gguf path given (here: the symlink in `export`).
+    pipeline = genai.LLMPipeline(str(link), "CPU", enable_save_ov_model=True)
+    del pipeline
+    model_dir = tmp_path_factory.mktemp("ir_model")
+    names = [
+        f"{stem}.{ext}"
+        for stem in ("openvino_model", "openvino_tokenizer", "openvino_detokenizer")
+        for ext in ("xml", "bin")
+    ]
+    for name in names:
+        source = export / name
+        assert source.is_file(), f"enable_save_ov_model did not write {name}"
+        shutil.move(source, model_dir / name)
+    return model_dir

@@ -1,0 +1,393 @@
+"""/v3/chat/completions end to end: the OpenAI SDK against `graphrt serve`, checked against the
+greedy output of the same model run in this process (fixture `golden`)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+import openai
+import pytest
+from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam
+
+if TYPE_CHECKING:
+    from conftest import Golden, Server
+
+FRANCE: list[ChatCompletionMessageParam] = [
+    {"role": "user", "content": "What is the capital of France?"}
+]
+POEM: list[ChatCompletionMessageParam] = [
+    {"role": "user", "content": "Write a short poem about the sea."}
+]
+LONG = 40  # max_tokens for POEM: long enough to hold stop strings
+
+
+def _stream(client: openai.OpenAI, **kwargs: Any) -> list[ChatCompletionChunk]:
+    with client.chat.completions.create(stream=True, **kwargs) as stream:
+        return list(stream)
+
+
+def _text(chunks: list[ChatCompletionChunk], index: int = 0) -> str:
+    return "".join(
+        choice.delta.content or ""
+        for chunk in chunks
+        for choice in chunk.choices
+        if choice.index == index
+    )
+
+
+# ------------------------------------------------------------------------------- unary / stream
+
+
+def test_unary_matches_golden(client: openai.OpenAI, server: Server, golden: Golden) -> None:
+    expected = golden.chat(FRANCE, 30)
+    assert expected.finish_reason == "stop"  # the model answers before 30 tokens
+
+    response = client.chat.completions.create(
+        model=server.model, messages=FRANCE, temperature=0, max_tokens=30
+    )
+
+    assert response.id.startswith("chatcmpl-")
+    assert response.object == "chat.completion"
+    assert response.model == server.model
+    assert len(response.choices) == 1
+    choice = response.choices[0]
+    assert choice.index == 0
+    assert choice.message.role == "assistant"
+    assert choice.message.content == expected.text
+    assert choice.finish_reason == "stop"
+    assert choice.logprobs is None
+    assert response.usage is not None
+    assert response.usage.prompt_tokens == expected.prompt_tokens
+    assert response.usage.completion_tokens == expected.completion_tokens
+    assert response.usage.total_tokens == expected.prompt_tokens + expected.completion_tokens
+
+
+def test_stream_matches_golden(client: openai.OpenAI, server: Server, golden: Golden) -> None:
+    expected = golden.chat(POEM, LONG)
+
+    chunks = _stream(
+        client,
+        model=server.model,
+        messages=POEM,
+        temperature=0,
+        max_tokens=LONG,
+        stream_options={"include_usage": True},
+    )
+
+    ids = {chunk.id for chunk in chunks}
+    assert len(ids) == 1, ids
+    assert ids.pop().startswith("chatcmpl-")
+    assert all(chunk.object == "chat.completion.chunk" for chunk in chunks)
+    assert all(chunk.model == server.model for chunk in chunks)
+    *content, last = chunks
+    assert content and all(len(chunk.choices) == 1 for chunk in content)
+    assert content[0].choices[0].delta.role == "assistant"
+    assert _text(chunks) == expected.text
+    reasons = [chunk.choices[0].finish_reason for chunk in content]
+    assert reasons[-1] == expected.finish_reason
+    assert all(reason is None for reason in reasons[:-1]), reasons
+    assert all(chunk.usage is None for chunk in content)
+    # The usage chunk comes last, with no choices.
+    assert last.choices == []
+    assert last.usage is not None
+    prompt_ids = golden.encode(golden.chat_prompt(POEM), add_special_tokens=False)
+    assert last.usage.prompt_tokens == len(prompt_ids) == expected.prompt_tokens
+    assert last.usage.completion_tokens == expected.completion_tokens
+    assert last.usage.total_tokens == last.usage.prompt_tokens + last.usage.completion_tokens
+
+
+@pytest.mark.parametrize("include_usage", [False, True])
+def test_raw_sse_ends_with_done(server: Server, golden: Golden, include_usage: bool) -> None:
+    expected = golden.chat(FRANCE, 30)
+    body: dict[str, Any] = {
+        "model": server.model,
+        "messages": FRANCE,
+        "temperature": 0,
+        "max_tokens": 30,
+        "stream": True,
+    }
+    if include_usage:
+        body["stream_options"] = {"include_usage": True}
+
+    payloads = server.sse("/v3/chat/completions", body)
+
+    assert payloads[-1] == "[DONE]"
+    assert payloads.count("[DONE]") == 1
+    chunks = [json.loads(payload) for payload in payloads[:-1]]
+    text = "".join(
+        choice["delta"].get("content") or "" for chunk in chunks for choice in chunk["choices"]
+    )
+    assert text == expected.text
+    usage = [chunk["usage"] for chunk in chunks if chunk.get("usage")]
+    if include_usage:
+        assert usage == [
+            {
+                "prompt_tokens": expected.prompt_tokens,
+                "completion_tokens": expected.completion_tokens,
+                "total_tokens": expected.prompt_tokens + expected.completion_tokens,
+            }
+        ]
+        assert chunks[-1]["choices"] == []
+    else:
+        assert usage == []
+        assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+
+
+# ------------------------------------------------------------------------------ finish / limits
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_finish_reason_length(
+    client: openai.OpenAI, server: Server, golden: Golden, stream: bool
+) -> None:
+    expected = golden.chat(POEM, 10)
+    assert expected.finish_reason == "length"
+    assert expected.completion_tokens == 10
+
+    if stream:
+        chunks = _stream(client, model=server.model, messages=POEM, temperature=0, max_tokens=10)
+        text = _text(chunks)
+        reason = chunks[-1].choices[0].finish_reason
+    else:
+        response = client.chat.completions.create(
+            model=server.model, messages=POEM, temperature=0, max_tokens=10
+        )
+        text = response.choices[0].message.content or ""
+        reason = response.choices[0].finish_reason
+        assert response.usage is not None and response.usage.completion_tokens == 10
+
+    assert text == expected.text
+    assert reason == "length"
+
+
+def test_max_completion_tokens(client: openai.OpenAI, server: Server, golden: Golden) -> None:
+    """vllm bench and newer SDKs send max_completion_tokens instead of max_tokens."""
+    expected = golden.chat(POEM, 12)
+
+    response = client.chat.completions.create(
+        model=server.model, messages=POEM, temperature=0, max_completion_tokens=12
+    )
+
+    assert response.choices[0].message.content == expected.text
+    assert response.choices[0].finish_reason == "length"
+    assert response.usage is not None and response.usage.completion_tokens == 12
+
+
+def test_content_as_list_of_text_parts(
+    client: openai.OpenAI, server: Server, golden: Golden
+) -> None:
+    expected = golden.chat(FRANCE, 30)
+    messages: list[ChatCompletionMessageParam] = [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "What is the capital of France?"}],
+        }
+    ]
+
+    response = client.chat.completions.create(
+        model=server.model, messages=messages, temperature=0, max_tokens=30
+    )
+
+    assert response.choices[0].message.content == expected.text
+    assert response.usage is not None
+    assert response.usage.prompt_tokens == expected.prompt_tokens
+
+
+# ----------------------------------------------------------------------------------------- n
+
+
+def test_n2_sampling_unary(client: openai.OpenAI, server: Server, golden: Golden) -> None:
+    def ask() -> tuple[list[str], int, int]:
+        response = client.chat.completions.create(
+            model=server.model,
+            messages=POEM,
+            n=2,
+            temperature=1.0,
+            seed=1234,
+            max_tokens=8,
+            extra_body={"ignore_eos": True},
+        )
+        assert [choice.index for choice in response.choices] == [0, 1]
+        assert all(choice.finish_reason == "length" for choice in response.choices)
+        assert response.usage is not None
+        texts = [choice.message.content or "" for choice in response.choices]
+        return texts, response.usage.prompt_tokens, response.usage.completion_tokens
+
+    texts, prompt_tokens, completion_tokens = ask()
+
+    assert all(text.strip() for text in texts), texts
+    assert prompt_tokens == golden.chat(POEM, 8).prompt_tokens  # the prompt counts once
+    assert completion_tokens == 2 * 8  # both choices count
+    # The same seed gives the same choices again.
+    assert ask()[0] == texts
+
+
+def test_n2_streaming(client: openai.OpenAI, server: Server) -> None:
+    chunks = _stream(
+        client,
+        model=server.model,
+        messages=POEM,
+        n=2,
+        temperature=1.0,
+        seed=99,
+        max_tokens=8,
+        stream_options={"include_usage": True},
+        extra_body={"ignore_eos": True},
+    )
+
+    assert len({chunk.id for chunk in chunks}) == 1
+    indexes = {choice.index for chunk in chunks for choice in chunk.choices}
+    assert indexes == {0, 1}
+    for index in (0, 1):
+        choices = [c for chunk in chunks for c in chunk.choices if c.index == index]
+        assert choices[0].delta.role == "assistant"
+        assert _text(chunks, index).strip()
+        assert [c.finish_reason for c in choices if c.finish_reason] == ["length"]
+    usage = chunks[-1].usage
+    assert chunks[-1].choices == [] and usage is not None
+    assert usage.completion_tokens == 16
+
+
+# -------------------------------------------------------------------------------- stop strings
+
+
+def _pick_stop(text: str) -> str:
+    """A word from the middle of the golden text (so the cut leaves something before it)."""
+    for word in text.split()[3:]:
+        if len(word) >= 4 and word.isalpha():
+            return word
+    raise AssertionError(f"no usable stop word in the golden text {text!r}")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["unary", "stream"])
+@pytest.mark.parametrize("include", [False, True], ids=["exclude", "include"])
+def test_stop_string(
+    client: openai.OpenAI, server: Server, golden: Golden, stream: bool, include: bool
+) -> None:
+    full = golden.chat(POEM, LONG).text
+    stop = _pick_stop(full)
+    cut = full.index(stop)
+    expected = full[: cut + len(stop)] if include else full[:cut]
+    request: dict[str, Any] = {
+        "model": server.model,
+        "messages": POEM,
+        "temperature": 0,
+        "max_tokens": LONG,
+        "stop": [stop],
+        "extra_body": {"include_stop_str_in_output": include},
+    }
+
+    if stream:
+        chunks = _stream(client, **request)
+        text = _text(chunks)
+        reason = chunks[-1].choices[0].finish_reason
+        if not include:
+            for chunk in chunks:
+                for choice in chunk.choices:
+                    assert stop not in (choice.delta.content or "")
+    else:
+        response = client.chat.completions.create(**request)
+        text = response.choices[0].message.content or ""
+        reason = response.choices[0].finish_reason
+
+    assert text == expected, f"stop={stop!r}"
+    assert reason == "stop"
+    if not include:
+        assert stop not in text
+
+
+# ----------------------------------------------------------------------------------- logprobs
+
+
+def test_logprobs_unary(client: openai.OpenAI, server: Server, golden: Golden) -> None:
+    expected = golden.chat(FRANCE, 30)
+
+    response = client.chat.completions.create(
+        model=server.model, messages=FRANCE, temperature=0, max_tokens=30, logprobs=True
+    )
+
+    choice = response.choices[0]
+    assert choice.message.content == expected.text
+    assert choice.logprobs is not None and choice.logprobs.content is not None
+    assert response.usage is not None
+    assert len(choice.logprobs.content) == response.usage.completion_tokens
+    for entry in choice.logprobs.content:
+        assert math.isfinite(entry.logprob) and entry.logprob <= 0.0, entry
+
+
+def test_logprobs_streaming(client: openai.OpenAI, server: Server, golden: Golden) -> None:
+    expected = golden.chat(FRANCE, 30)
+
+    chunks = _stream(
+        client,
+        model=server.model,
+        messages=FRANCE,
+        temperature=0,
+        max_tokens=30,
+        logprobs=True,
+        stream_options={"include_usage": True},
+    )
+
+    entries = [
+        entry
+        for chunk in chunks
+        for choice in chunk.choices
+        if choice.logprobs is not None and choice.logprobs.content
+        for entry in choice.logprobs.content
+    ]
+    assert _text(chunks) == expected.text
+    usage = chunks[-1].usage
+    assert usage is not None
+    assert len(entries) == usage.completion_tokens == expected.completion_tokens
+    assert all(math.isfinite(e.logprob) and e.logprob <= 0.0 for e in entries)
+
+
+# ---------------------------------------------------------------------------------- API shape
+
+
+def test_raw_response_shape(server: Server, golden: Golden) -> None:
+    expected = golden.chat(FRANCE, 30)
+    with server.http() as http:
+        response = http.post(
+            "/v3/chat/completions",
+            json={
+                "model": server.model,
+                "messages": FRANCE,
+                "temperature": 0,
+                "max_tokens": 30,
+            },
+        )
+
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("application/json")
+    body = response.json()
+    assert {"id", "object", "created", "model", "choices", "usage"} <= set(body)
+    assert body["object"] == "chat.completion"
+    assert body["model"] == server.model
+    assert isinstance(body["created"], int) and abs(body["created"] - time.time()) < 300
+    (choice,) = body["choices"]
+    assert {"index", "message", "finish_reason", "logprobs"} <= set(choice)
+    assert choice["message"]["content"] == expected.text
+    assert body["usage"]["total_tokens"] == (
+        body["usage"]["prompt_tokens"] + body["usage"]["completion_tokens"]
+    )
+
+
+def test_models_endpoint(client: openai.OpenAI, server: Server) -> None:
+    models = client.models.list()
+    assert server.model in [model.id for model in models.data]
+    assert all(model.object == "model" for model in models.data)
+    assert client.models.retrieve(server.model).id == server.model
+
+
+def test_v1_alias(server: Server, golden: Golden) -> None:
+    expected = golden.chat(FRANCE, 30)
+    with server.client("/v1") as v1:
+        response = v1.chat.completions.create(
+            model=server.model, messages=FRANCE, temperature=0, max_tokens=30
+        )
+        assert server.model in [model.id for model in v1.models.list().data]
+    assert response.choices[0].message.content == expected.text

@@ -1,0 +1,166 @@
+"""/v3/completions end to end: a raw prompt (no chat template), checked against the greedy output
+of the same model run in this process (fixture `golden`)."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING, Any
+
+import openai
+import pytest
+from openai.types import Completion
+
+if TYPE_CHECKING:
+    from conftest import Golden, Server
+
+PROMPT = "Once upon a time"
+MAX_TOKENS = 16
+
+
+def _stream(client: openai.OpenAI, **kwargs: Any) -> list[Completion]:
+    with client.completions.create(stream=True, **kwargs) as stream:
+        return list(stream)
+
+
+def test_unary_matches_golden(client: openai.OpenAI, server: Server, golden: Golden) -> None:
+    expected = golden.completion(PROMPT, MAX_TOKENS)
+
+    response = client.completions.create(
+        model=server.model, prompt=PROMPT, temperature=0, max_tokens=MAX_TOKENS
+    )
+
+    assert response.id.startswith("cmpl-")
+    assert response.object == "text_completion"
+    assert response.model == server.model
+    (choice,) = response.choices
+    assert choice.index == 0
+    assert choice.text == expected.text
+    assert choice.finish_reason == expected.finish_reason
+    assert response.usage is not None
+    assert response.usage.prompt_tokens == expected.prompt_tokens
+    assert response.usage.completion_tokens == expected.completion_tokens
+    assert response.usage.total_tokens == expected.prompt_tokens + expected.completion_tokens
+
+
+def test_stream_matches_golden(client: openai.OpenAI, server: Server, golden: Golden) -> None:
+    expected = golden.completion(PROMPT, MAX_TOKENS)
+
+    chunks = _stream(
+        client,
+        model=server.model,
+        prompt=PROMPT,
+        temperature=0,
+        max_tokens=MAX_TOKENS,
+        stream_options={"include_usage": True},
+    )
+
+    ids = {chunk.id for chunk in chunks}
+    assert len(ids) == 1 and ids.pop().startswith("cmpl-")
+    *content, last = chunks
+    assert "".join(chunk.choices[0].text for chunk in content) == expected.text
+    reasons = [chunk.choices[0].finish_reason for chunk in content]
+    assert reasons[-1] == expected.finish_reason
+    assert all(reason is None for reason in reasons[:-1])
+    assert last.choices == [] and last.usage is not None
+    assert last.usage.prompt_tokens == expected.prompt_tokens
+    assert last.usage.completion_tokens == expected.completion_tokens
+
+
+def test_raw_sse_ends_with_done(server: Server, golden: Golden) -> None:
+    expected = golden.completion(PROMPT, MAX_TOKENS)
+    payloads = server.sse(
+        "/v3/completions",
+        {
+            "model": server.model,
+            "prompt": PROMPT,
+            "temperature": 0,
+            "max_tokens": MAX_TOKENS,
+            "stream": True,
+        },
+    )
+
+    assert payloads[-1] == "[DONE]" and payloads.count("[DONE]") == 1
+    chunks = [json.loads(payload) for payload in payloads[:-1]]
+    assert "".join(chunk["choices"][0]["text"] for chunk in chunks) == expected.text
+    assert all(chunk["object"] == "text_completion" for chunk in chunks)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["unary", "stream"])
+def test_echo_prepends_prompt(
+    client: openai.OpenAI, server: Server, golden: Golden, stream: bool
+) -> None:
+    expected = golden.completion(PROMPT, MAX_TOKENS)
+    request: dict[str, Any] = {
+        "model": server.model,
+        "prompt": PROMPT,
+        "temperature": 0,
+        "max_tokens": MAX_TOKENS,
+        "echo": True,
+    }
+
+    if stream:
+        text = "".join(c.choices[0].text for c in _stream(client, **request) if c.choices)
+    else:
+        response = client.completions.create(**request)
+        text = response.choices[0].text
+        assert response.usage is not None
+        assert response.usage.completion_tokens == expected.completion_tokens
+
+    assert text == PROMPT + expected.text
+
+
+def test_prompt_as_token_ids(client: openai.OpenAI, server: Server, golden: Golden) -> None:
+    expected = golden.completion(PROMPT, MAX_TOKENS)
+    ids = golden.encode(PROMPT, add_special_tokens=True)
+
+    response = client.completions.create(
+        model=server.model, prompt=ids, temperature=0, max_tokens=MAX_TOKENS
+    )
+
+    assert response.choices[0].text == expected.text
+    assert response.usage is not None and response.usage.prompt_tokens == len(ids)
+
+
+def test_logprobs(client: openai.OpenAI, server: Server, golden: Golden) -> None:
+    expected = golden.completion(PROMPT, MAX_TOKENS)
+
+    response = client.completions.create(
+        model=server.model, prompt=PROMPT, temperature=0, max_tokens=MAX_TOKENS, logprobs=1
+    )
+
+    choice = response.choices[0]
+    assert choice.text == expected.text
+    logprobs = choice.logprobs
+    assert logprobs is not None
+    assert logprobs.tokens is not None
+    assert logprobs.token_logprobs is not None
+    assert logprobs.text_offset is not None
+    lengths = {len(logprobs.tokens), len(logprobs.token_logprobs), len(logprobs.text_offset)}
+    assert lengths == {expected.completion_tokens}
+    assert all(math.isfinite(value) and value <= 0.0 for value in logprobs.token_logprobs)
+    assert logprobs.text_offset[0] == 0
+    assert logprobs.text_offset == sorted(logprobs.text_offset)
+
+
+def test_finish_reason_stop_on_eos(client: openai.OpenAI, server: Server, golden: Golden) -> None:
+    """A prompt the model ends by itself (EOS) well before max_tokens."""
+    prompt = golden.chat_prompt([{"role": "user", "content": "What is the capital of France?"}])
+    expected = golden.completion(prompt, 30)
+    assert expected.finish_reason == "stop"
+
+    response = client.completions.create(
+        model=server.model, prompt=prompt, temperature=0, max_tokens=30
+    )
+
+    assert response.choices[0].text == expected.text
+    assert response.choices[0].finish_reason == "stop"
+
+
+def test_v1_alias(server: Server, golden: Golden) -> None:
+    expected = golden.completion(PROMPT, MAX_TOKENS)
+    with server.client("/v1") as v1:
+        response = v1.completions.create(
+            model=server.model, prompt=PROMPT, temperature=0, max_tokens=MAX_TOKENS
+        )
+    assert response.choices[0].text == expected.text

@@ -1,0 +1,108 @@
+"""/metrics end to end: counters follow requests, and a client that disconnects mid-stream frees
+the engine (its request and KV cache) at once instead of generating to max_tokens."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import TYPE_CHECKING
+
+import openai
+from openai.types.chat import ChatCompletionMessageParam
+
+if TYPE_CHECKING:
+    from conftest import Golden, Server
+
+FRANCE: list[ChatCompletionMessageParam] = [
+    {"role": "user", "content": "What is the capital of France?"}
+]
+STORY: list[ChatCompletionMessageParam] = [
+    {"role": "user", "content": "Tell me a very long story about a dragon."}
+]
+ACTIVE = "graphrt_llm_requests_active"
+KV_USAGE = "graphrt_llm_kv_cache_usage_ratio"
+GENERATED = "graphrt_llm_generated_tokens_total"
+PROMPT_TOKENS = "graphrt_llm_prompt_tokens_total"
+
+
+def _counter(values: dict[str, float], name: str) -> float:
+    """An ovms_* counter by its OVMS name (whatever suffix the exposition gives it)."""
+    return values.get(name, values.get(f"{name}_total", 0.0))
+
+
+def _wait_for(server: Server, ready: str, timeout: float = 5.0) -> dict[str, float]:
+    """Poll /metrics until the condition named `ready` holds; see the callers."""
+    deadline = time.monotonic() + timeout
+    while True:
+        values = server.metrics()
+        if values.get(ACTIVE) == 0 and values.get(KV_USAGE) == 0 and ready in values:
+            return values
+        if time.monotonic() > deadline:
+            raise AssertionError(f"engine not idle after {timeout} s: {values}")
+        time.sleep(0.05)
+
+
+def test_counters_follow_a_request(client: openai.OpenAI, server: Server, golden: Golden) -> None:
+    expected = golden.chat(FRANCE, 30)
+    before = server.metrics()
+
+    client.chat.completions.create(
+        model=server.model, messages=FRANCE, temperature=0, max_tokens=30
+    )
+
+    after = _wait_for(server, GENERATED)
+    assert after[GENERATED] - before.get(GENERATED, 0.0) == expected.completion_tokens
+    assert after[PROMPT_TOKENS] - before.get(PROMPT_TOKENS, 0.0) == expected.prompt_tokens
+    for name in ("ovms_requests_accepted", "ovms_requests_success", "ovms_responses"):
+        assert _counter(after, name) - _counter(before, name) == 1, name
+    assert _counter(after, "ovms_requests_fail") == _counter(before, "ovms_requests_fail")
+    assert after["ovms_current_requests"] == 0
+    assert after["graphrt_llm_time_to_first_token_seconds_count"] >= 1
+
+
+def test_ovms_metric_names_are_kept(client: openai.OpenAI, server: Server) -> None:
+    """OVMS exposes its counters as `ovms_requests_success{...}`, without a `_total` suffix;
+    dashboards and alerts written for OVMS query those names."""
+    client.chat.completions.create(model=server.model, messages=FRANCE, max_tokens=2)
+    with server.http() as http:
+        text = http.get("/metrics").text
+    for name in ("ovms_requests_accepted", "ovms_requests_success", "ovms_responses"):
+        assert re.search(rf"^{name}\{{", text, re.MULTILINE), (
+            f"{name} is not exposed under its OVMS name; found: "
+            + ", ".join(sorted(set(re.findall(rf"^({name}\w*)\{{", text, re.MULTILINE))))
+        )
+
+
+def test_disconnect_mid_stream_frees_the_engine(server: Server) -> None:
+    before = _wait_for(server, ACTIVE)
+    body = {
+        "model": server.model,
+        "messages": STORY,
+        "temperature": 0,
+        "max_tokens": 1000,
+        "ignore_eos": True,
+        "stream": True,
+    }
+
+    with server.http() as http, http.stream("POST", "/v3/chat/completions", json=body) as response:
+        assert response.status_code == 200
+        frames = 0
+        for line in response.iter_lines():
+            if line.startswith("data:"):
+                frames += 1
+                print("FRAME", line[:400])
+                if frames == 5:
+                    break
+        during = server.metrics()
+        print("DURING", frames, during)
+        assert during[ACTIVE] == 1
+        assert during[KV_USAGE] > 0
+    # Leaving the block closed the connection with the body unread.
+
+    after = _wait_for(server, GENERATED)
+    generated = after[GENERATED] - before.get(GENERATED, 0.0)
+    assert 0 < generated < 200, f"{generated} tokens generated for the abandoned request"
+    assert after["ovms_current_requests"] == 0
+    # Nothing is left running: the counter stays put.
+    time.sleep(0.3)
+    assert server.metrics()[GENERATED] == after[GENERATED]

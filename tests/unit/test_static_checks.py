@@ -1,0 +1,28 @@
+"""ruff and mypy --strict are part of the suite, so style and typing cannot drift unnoticed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ["graphruntime", "calculators", "servables", "benchmarks", "tools", "tests"]
+
+
+def run(*command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", *command], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+
+
+def test_ruff_lint_and_format() -> None:
+    lint = run("ruff", "check", *PACKAGES)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    formatting = run("ruff", "format", "--check", *PACKAGES)
+    assert formatting.returncode == 0, formatting.stdout + formatting.stderr
+
+
+def test_mypy_strict() -> None:
+    result = run("mypy", "graphruntime", "calculators", "servables")
+    assert result.returncode == 0, result.stdout + result.stderr
