@@ -9,7 +9,7 @@ same time (the box has 2 cores):
    tokenized up front by the engine's tokenizer;
 2. the server: `graphrt serve` (started here on a free port unless --server-url is given), driven
    by a closed-loop load generator of streaming chat completions (aiohttp, SSE parsed here, output
-   tokens taken from the final usage chunk), while a probe thread GETs /v2/health/ready every
+   tokens taken from the final usage chunk), while a probe process GETs /v2/health/ready every
    50 ms to show that the HTTP event loop is not stalled by the engine.
 
 Both sides use the same fixed prompts, `max_tokens` (max_new_tokens), ignore_eos and greedy
@@ -18,13 +18,22 @@ decoding, and report vLLM benchmark_serving.py-style metrics: request and token 
 content chunks; per step on the engine side). The final table gives per level the server/engine
 output-throughput ratio, the TTFT medians and the probe latencies, next to their targets.
 
+The probe also runs while the in-process engine is measured (the server is then idle): that
+baseline is the latency the CPU contention alone causes (2 cores, engine threads busy), so a probe
+p99 far above it under server load means the server's event loop itself was busy.
+
 Each side first runs every prompt once (8 tokens) as a warm-up, so both start with the same warm
-prefix cache. The load generator and the probe share the CPUs with the server, so their cost is
-part of what the ratio measures.
+prefix cache. The in-process engine stays loaded but idle while the server runs. The load
+generator shares the CPUs with the server, so its cost is part of what the ratio measures.
+
+The machine may be shared: after every run a CPU line gives the seconds used by this process, the
+server frontend, its engine worker and everything else ("others", plus hypervisor steal), and the
+table shows the others' share. With `--rounds N` every level runs N engine/server pairs and the
+table shows medians (ratios and differences are taken per pair).
 
     python benchmarks/serving.py [--model PATH.gguf] [--server-url URL | --start-server]
-        [--concurrency 1 8 32] [--num-prompts N] [--max-tokens 128] [--skip-engine]
-        [--cache-size GB] [--json out.json]
+        [--concurrency 1 8 32] [--num-prompts N] [--max-tokens 128] [--rounds 1]
+        [--skip-engine] [--cache-size GB] [--json out.json] [--quiet]
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ import gc
 import http.client
 import importlib
 import json
+import multiprocessing
 import os
 import signal
 import socket
@@ -49,6 +59,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -321,8 +332,8 @@ async def stream_chat(
 class HealthProbe(threading.Thread):
     """GETs the readiness endpoint at a fixed rate on its own keep-alive connection.
 
-    A thread with a blocking client (not a task on the load generator's loop), so the numbers show
-    the server's responsiveness rather than the load generator's own scheduling delays.
+    Runs in a process of its own (see ProbeProcess): neither the load generator's event loop nor
+    the in-process engine's GIL-holding step() can then delay it.
     """
 
     def __init__(self, base_url: str, interval: float = PROBE_INTERVAL) -> None:
@@ -362,6 +373,37 @@ class HealthProbe(threading.Thread):
         self.join()
 
 
+def _probe_main(base_url: str, connection: Connection) -> None:
+    probe = HealthProbe(base_url)
+    probe.start()
+    connection.send("started")
+    connection.recv()
+    probe.stop()
+    connection.send((probe.samples, probe.failures))
+
+
+class ProbeProcess:
+    """A HealthProbe in a spawned process; `stop()` returns its latencies (s) and failures."""
+
+    def __init__(self, base_url: str) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.connection, child = context.Pipe()
+        self.process = context.Process(
+            target=_probe_main, args=(base_url, child), name="health-probe", daemon=True
+        )
+        self.process.start()
+        child.close()
+        if not self.connection.poll(60) or self.connection.recv() != "started":
+            raise RuntimeError("the health probe process did not start")
+
+    def stop(self) -> tuple[list[float], int]:
+        self.connection.send("stop")
+        samples, failures = self.connection.recv()
+        self.process.join()
+        self.connection.close()
+        return list(samples), int(failures)
+
+
 def probe_stats(samples: Sequence[float], failures: int) -> ProbeStats:
     values = np.asarray(samples or [0.0], dtype=np.float64) * 1e3
     return ProbeStats(
@@ -374,9 +416,9 @@ def probe_stats(samples: Sequence[float], failures: int) -> ProbeStats:
 
 
 async def run_server_level(
-    base_url: str, model: str, concurrency: int, num_prompts: int, max_tokens: int, probe: bool
-) -> tuple[list[RequestResult], float, HealthProbe | None]:
-    """The closed loop against the server; the probe (stopped) holds its samples."""
+    base_url: str, model: str, concurrency: int, num_prompts: int, max_tokens: int
+) -> tuple[list[RequestResult], float]:
+    """The closed loop against the server."""
     url = base_url + CHAT_PATH
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=None, sock_read=600)
@@ -386,15 +428,7 @@ async def run_server_level(
             payload = chat_payload(model, PROMPTS[index % len(PROMPTS)], max_tokens)
             return await stream_chat(session, url, payload)
 
-        prober = HealthProbe(base_url) if probe else None
-        if prober:
-            prober.start()
-        try:
-            results, duration = await closed_loop(concurrency, num_prompts, one)
-        finally:
-            if prober:
-                prober.stop()
-    return results, duration, prober
+        return await closed_loop(concurrency, num_prompts, one)
 
 
 def free_port() -> int:
@@ -439,11 +473,16 @@ class CpuUse:
     """CPU seconds spent during one run, per process and machine-wide."""
 
     wall_s: float
-    benchmark_s: float  # this process: load generator + probe, or the in-process engine
+    benchmark_s: float  # this process: the load generator or the in-process engine
     frontend_s: float | None = None
     engine_worker_s: float | None = None
     machine_busy_s: float = 0.0  # all processes
     steal_s: float = 0.0  # taken by the hypervisor
+
+    @property
+    def others_pct(self) -> float:
+        """Share of the machine's CPU time (all cores) other processes used."""
+        return 100 * self.others_s / (self.wall_s * (os.cpu_count() or 1))
 
     @property
     def others_s(self) -> float:
@@ -461,7 +500,8 @@ class CpuUse:
             parts.append(part("server frontend", self.frontend_s))
         if self.engine_worker_s is not None:
             parts.append(part("engine worker", self.engine_worker_s))
-        parts.append(part("other processes", self.others_s))
+        others = "other processes" if self.frontend_s is not None else "others (incl. server)"
+        parts.append(part(others, self.others_s))
         parts.append(part("steal", self.steal_s))
         return f"CPU over {self.wall_s:.1f} s x {os.cpu_count()} cores: " + ", ".join(parts)
 
@@ -664,7 +704,8 @@ class RoundReport:
     engine_cpu: CpuUse | None = None
     server: LevelMetrics | None = None
     server_cpu: CpuUse | None = None
-    probe: ProbeStats | None = None
+    probe: ProbeStats | None = None  # while the server is loaded
+    idle_probe: ProbeStats | None = None  # while the engine runs in process, the server idle
 
 
 @dataclass
@@ -680,6 +721,10 @@ class LevelSummary:
     server_tpot_p50_ms: float
     engine_tpot_p50_ms: float | None
     probe: ProbeStats  # pooled over the rounds
+    idle_probe: ProbeStats | None
+    # CPU share other processes on the machine took (noise indicator), server / engine runs
+    server_others_pct: float | None
+    engine_others_pct: float | None
 
 
 @dataclass
@@ -694,7 +739,16 @@ def _median(values: Sequence[float]) -> float:
     return float(np.median(np.asarray(values, dtype=np.float64)))
 
 
-def summarize_level(rounds: Sequence[RoundReport], probe: ProbeStats) -> LevelSummary:
+def _others(uses: Sequence[CpuUse | None]) -> float | None:
+    shares = [
+        u.others_pct for u in uses if u is not None and u.wall_s > 0 and u.frontend_s is not None
+    ]
+    return _median(shares) if shares else None
+
+
+def summarize_level(
+    rounds: Sequence[RoundReport], probe: ProbeStats, idle_probe: ProbeStats | None
+) -> LevelSummary:
     servers = [r.server for r in rounds if r.server is not None]
     pairs = [
         (r.server, r.engine)
@@ -723,6 +777,9 @@ def summarize_level(rounds: Sequence[RoundReport], probe: ProbeStats) -> LevelSu
         server_tpot_p50_ms=server_tpot,
         engine_tpot_p50_ms=engine_tpot,
         probe=probe,
+        idle_probe=idle_probe,
+        server_others_pct=_others([r.server_cpu for r in rounds]),
+        engine_others_pct=_others([r.engine_cpu for r in rounds]),
     )
 
 
@@ -737,7 +794,7 @@ def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
 def print_summary(levels: Sequence[LevelReport], target_level: int, rounds: int) -> dict[str, Any]:
     """The comparison table; returns the pass/fail verdicts for the JSON output."""
     verdicts: dict[str, Any] = {}
-    width = 112
+    width = 128
     title = " graphrt server vs. engine, back to back"
     title += f" (medians of {rounds} rounds) " if rounds > 1 else " "
     print()
@@ -745,6 +802,7 @@ def print_summary(levels: Sequence[LevelReport], target_level: int, rounds: int)
     print(
         f"{'conc':>4} {'server tok/s':>12} {'engine tok/s':>12} {'ratio':>6} {'':<14}"
         f"{'TTFT p50 srv':>12} {'engine':>8} {'diff':>10} {'':<18}{'TPOT p50 srv/eng':>18}"
+        f"{'others srv/eng':>16}"
     )
     for level in levels:
         m = level.summary
@@ -760,16 +818,24 @@ def print_summary(levels: Sequence[LevelReport], target_level: int, rounds: int)
             verdicts["ttft_p50_diff_at_1_ms"] = {"value": m.ttft_p50_diff_ms, "pass": verdict}
             ttft_target = f" <= +{TARGET_TTFT_MS:.0f} ms {_mark(verdict)}"
         tpot = f"{m.server_tpot_p50_ms:.1f}/{_fmt(m.engine_tpot_p50_ms, '.1f')} ms"
+        others = f"{_fmt(m.server_others_pct, '.0f', '%')}/{_fmt(m.engine_others_pct, '.0f', '%')}"
         print(
             f"{level.concurrency:>4} {m.server_output_tps:>12.1f} "
             f"{_fmt(m.engine_output_tps, '.1f'):>12} {_fmt(m.ratio, '.3f'):>6} "
             f"{ratio_target:<14}{m.server_ttft_p50_ms:>12.1f} "
             f"{_fmt(m.engine_ttft_p50_ms, '.1f'):>8} {_fmt(m.ttft_p50_diff_ms, '+.1f', ' ms'):>10} "
-            f"{ttft_target:<18}{tpot:>18}"
+            f"{ttft_target:<18}{tpot:>18}{others:>16}"
         )
+    print(
+        "others: CPU share (all cores) used by processes outside this benchmark and the server "
+        "during the runs; above ~10% the numbers are noisy (use --rounds)"
+    )
     print("-" * width)
     interval_ms = PROBE_INTERVAL * 1e3
-    print(f"health probe: GET {PROBE_PATH} every {interval_ms:.0f} ms while the server is loaded")
+    print(
+        f"health probe, GET {PROBE_PATH} every {interval_ms:.0f} ms from another process; "
+        "baseline: server idle while the engine runs in process"
+    )
     for level in levels:
         if level.summary is None:
             continue
@@ -778,11 +844,17 @@ def print_summary(levels: Sequence[LevelReport], target_level: int, rounds: int)
         if level.concurrency == target_level:
             verdict = probe.p99_ms < TARGET_PROBE_P99_MS and probe.failures == 0
             verdicts[f"probe_p99_at_{target_level}_ms"] = {"value": probe.p99_ms, "pass": verdict}
-            target = f"   target p99 < {TARGET_PROBE_P99_MS:.0f} ms {_mark(verdict)}"
+            target = f"  (target p99 < {TARGET_PROBE_P99_MS:.0f} ms {_mark(verdict)})"
+        idle = level.summary.idle_probe
+        baseline = (
+            f";  baseline p50 {idle.p50_ms:.2f} p99 {idle.p99_ms:.2f} max {idle.max_ms:.1f}"
+            if idle
+            else ""
+        )
         print(
-            f"{level.concurrency:>4}  n={probe.count:<5} failed={probe.failures:<3}"
-            f"p50 {probe.p50_ms:6.2f} ms   p99 {probe.p99_ms:6.2f} ms   max {probe.max_ms:7.2f} ms"
-            f"{target}"
+            f"{level.concurrency:>4}  n={probe.count:<5} failed={probe.failures:<3} ms: "
+            f"p50 {probe.p50_ms:.2f} p99 {probe.p99_ms:.2f} max {probe.max_ms:.1f}{target}"
+            f"{baseline}"
         )
     print("=" * width)
     return verdicts
@@ -885,9 +957,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             server.wait_ready()
             base_url = server.url
             print(f"server ready at {base_url} (pid {server.process.pid})", flush=True)
-        warm, _, _ = asyncio.run(
-            run_server_level(base_url, name, 1, len(PROMPTS), WARMUP_TOKENS, probe=False)
-        )
+        warm, _ = asyncio.run(run_server_level(base_url, name, 1, len(PROMPTS), WARMUP_TOKENS))
         print(f"server warm-up: {sum(r.ok for r in warm)}/{len(warm)} ok", flush=True)
         for error in sorted({r.error for r in warm if not r.ok}):
             print(f"server warm-up error: {error}")
@@ -897,7 +967,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             count = args.num_prompts or max(2 * concurrency, 8)
             report = LevelReport(concurrency, count)
             samples: list[float] = []
-            probe_failures = 0
+            idle_samples: list[float] = []
+            probe_failures = idle_failures = 0
             for round_index in range(args.rounds):
                 tag = f"concurrency {concurrency}" + (
                     f", round {round_index + 1}/{args.rounds}" if args.rounds > 1 else ""
@@ -905,9 +976,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 result = RoundReport()
                 if engine is not None:
                     gc.collect()
+                    prober = ProbeProcess(base_url)
                     mark = meter.snapshot()
                     results, duration = engine.run(concurrency, count, args.max_tokens)
                     result.engine_cpu = meter.since(mark)
+                    taken, failures = prober.stop()
+                    result.idle_probe = probe_stats(taken, failures)
+                    idle_samples += taken
+                    idle_failures += failures
                     result.engine = summarize(results, duration, concurrency, args.max_tokens)
                     failed += result.engine.failed
                     if not args.quiet:
@@ -915,23 +991,28 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"engine {tag}: {result.engine_cpu.describe()}", flush=True)
                     time.sleep(1.0)  # let the machine settle before the other side
                 gc.collect()
+                prober = ProbeProcess(base_url)
                 mark = meter.snapshot()
-                results, duration, prober = asyncio.run(
-                    run_server_level(base_url, name, concurrency, count, args.max_tokens, True)
+                results, duration = asyncio.run(
+                    run_server_level(base_url, name, concurrency, count, args.max_tokens)
                 )
                 result.server_cpu = meter.since(mark)
+                taken, failures = prober.stop()
+                result.probe = probe_stats(taken, failures)
+                samples += taken
+                probe_failures += failures
                 result.server = summarize(results, duration, concurrency, args.max_tokens)
                 failed += result.server.failed
-                if prober is not None:
-                    result.probe = probe_stats(prober.samples, prober.failures)
-                    samples += prober.samples
-                    probe_failures += prober.failures
                 if not args.quiet:
                     print_metrics(f"server, {tag}", result.server)
                 print(f"server {tag}: {result.server_cpu.describe()}", flush=True)
                 report.rounds.append(result)
                 time.sleep(1.0)
-            report.summary = summarize_level(report.rounds, probe_stats(samples, probe_failures))
+            report.summary = summarize_level(
+                report.rounds,
+                probe_stats(samples, probe_failures),
+                probe_stats(idle_samples, idle_failures) if engine is not None else None,
+            )
             reports.append(report)
     finally:
         if server is not None:

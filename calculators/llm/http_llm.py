@@ -157,9 +157,11 @@ class HttpLLMCalculator(Calculator):
         texts: dict[int, list[str]] = {}
         logprobs: dict[int, list[TokenLogprob]] = {}
         reasons: dict[int, str] = {}
+        prefix = ""
         usage = None
         async for event in self.events:
             for update in event.updates:
+                prefix = prefix or update.prefix
                 texts.setdefault(update.index, []).append(update.text)
                 if update.logprobs:
                     logprobs.setdefault(update.index, []).extend(update.logprobs)
@@ -177,14 +179,7 @@ class HttpLLMCalculator(Calculator):
             )
             for index in range(self.request.sampling.n)
         ]
-        prompt = self._echo_prefix()
-        return dumps(self.builder.unary(choices, usage, prompt)).encode()
-
-    def _echo_prefix(self) -> str:
-        request = self.request
-        if request is None or not request.echo or request.endpoint != "completions":
-            return ""
-        return request.prompt if isinstance(request.prompt, str) else ""
+        return dumps(self.builder.unary(choices, usage, prefix)).encode()
 
     async def _stream_step(self, cc: CalculatorContext) -> None:
         assert self.events is not None and self.builder is not None
@@ -220,15 +215,15 @@ class HttpLLMCalculator(Calculator):
             if builder.endpoint == "chat" and update.index not in self.announced:
                 self.announced.add(update.index)
                 frames.append(sse_frame(builder.role_chunk(update.index)))
-            text = update.text
-            if builder.endpoint == "completions" and update.index not in self.announced:
-                self.announced.add(update.index)
-                text = self._echo_prefix() + text
-            if text or update.finish_reason or update.logprobs:
+            if update.text or update.prefix or update.finish_reason or update.logprobs:
                 frames.append(
                     sse_frame(
                         builder.delta_chunk(
-                            update.index, text, update.logprobs, update.finish_reason
+                            update.index,
+                            update.text,
+                            update.logprobs,
+                            update.finish_reason,
+                            prefix=update.prefix,
                         )
                     )
                 )

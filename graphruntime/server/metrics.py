@@ -1,37 +1,83 @@
 """Prometheus metrics: OVMS's request/graph metrics, plus the LLM metrics OVMS does not have.
 
-OVMS names and labels are kept (`ovms_requests_accepted{api,interface,method,name}` and the
-rest), so existing dashboards keep working, and `--metrics_list` selects among them as in OVMS.
-The LLM metrics (`graphrt_llm_*`) are always on: time to first token and inter-token latency
-histograms, prompt and generated token counters, and, read from each engine at scrape time,
-active and queued requests and KV-cache use.
+OVMS's names and labels are kept exactly, so existing dashboards keep working, and
+`--metrics_list` selects among them as in OVMS. OVMS's counters have no `_total` suffix
+(`ovms_requests_success{api,interface,method,name}`); prometheus_client would add one to every
+counter, so those few lines are written here and the rest (gauges, histograms, the
+`graphrt_llm_*` metrics) comes from prometheus_client. The LLM metrics are always on: time to
+first token and inter-token latency histograms, prompt and generated token counters, and, read
+from each engine when Prometheus scrapes, active and queued requests and KV-cache use.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-OVMS_METRICS = (
-    "ovms_requests_success",
-    "ovms_requests_fail",
-    "ovms_requests_accepted",
-    "ovms_requests_rejected",
-    "ovms_responses",
+REQUEST_LABELS = ("api", "interface", "method", "name")
+OVMS_COUNTERS = {
+    "ovms_requests_success": ("Number of successful requests to a graph.", REQUEST_LABELS),
+    "ovms_requests_fail": ("Number of failed requests to a graph.", REQUEST_LABELS),
+    "ovms_requests_accepted": ("Requests that put a packet into a graph.", REQUEST_LABELS),
+    "ovms_requests_rejected": ("Requests refused before reaching a graph.", REQUEST_LABELS),
+    "ovms_responses": (
+        "Response packets produced by graphs (each streamed chunk counts).",
+        REQUEST_LABELS,
+    ),
+    "ovms_graph_error": ("Graph runs that failed.", ("name",)),
+}
+OVMS_OTHERS = (
     "ovms_current_requests",
     "ovms_current_graphs",
-    "ovms_graph_error",
     "ovms_graph_processing_time_us",
     "ovms_request_time_us",
 )
-OVMS_DEFAULT = OVMS_METRICS
+OVMS_METRICS = (*OVMS_COUNTERS, *OVMS_OTHERS)
 US_BUCKETS = tuple(10.0**exponent for exponent in range(1, 9))
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 ITL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.2, 0.5, 1.0)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+@dataclass
+class OvmsCounter:
+    """A counter exposed under its exact OVMS name."""
+
+    name: str
+    help: str
+    label_names: tuple[str, ...]
+    values: dict[tuple[str, ...], float] = field(default_factory=dict)
+
+    def inc(self, *labels: str, amount: float = 1.0) -> None:
+        self.values[labels] = self.values.get(labels, 0.0) + amount
+
+    def value(self, *labels: str) -> float:
+        return self.values.get(labels, 0.0)
+
+    def render(self) -> str:
+        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} counter"]
+        for labels, value in sorted(self.values.items()):
+            pairs = ",".join(
+                f'{key}="{_escape(item)}"'
+                for key, item in zip(self.label_names, labels, strict=True)
+            )
+            lines.append(f"{self.name}{{{pairs}}} {value!r}")
+        return "\n".join(lines) + "\n"
 
 
 class EngineCollector(Collector):
@@ -72,101 +118,80 @@ class Metrics:
     """All server metrics; see the module docstring."""
 
     def __init__(self, enabled: Iterable[str] = ()) -> None:
-        names = set(enabled) or set(OVMS_DEFAULT)
+        names = set(enabled) or set(OVMS_METRICS)
         unknown = names - set(OVMS_METRICS)
         if unknown:
             raise ValueError(f"unknown metrics in --metrics_list: {', '.join(sorted(unknown))}")
         self.enabled = names
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # OVMS has no *_created
+        self.counters = {
+            name: OvmsCounter(name, text, labels) for name, (text, labels) in OVMS_COUNTERS.items()
+        }
+        self.requests_success = self.counters["ovms_requests_success"]
+        self.requests_fail = self.counters["ovms_requests_fail"]
+        self.requests_accepted = self.counters["ovms_requests_accepted"]
+        self.requests_rejected = self.counters["ovms_requests_rejected"]
+        self.responses = self.counters["ovms_responses"]
+        self.graph_error = self.counters["ovms_graph_error"]
+
         self.registry = CollectorRegistry()
-        request_labels = ["api", "interface", "method", "name"]
-        self.requests_success = Counter(
-            "ovms_requests_success",
-            "Number of successful requests to a graph.",
-            request_labels,
-            registry=self.registry,
-        )
-        self.requests_fail = Counter(
-            "ovms_requests_fail",
-            "Number of failed requests to a graph.",
-            request_labels,
-            registry=self.registry,
-        )
-        self.requests_accepted = Counter(
-            "ovms_requests_accepted",
-            "Requests that put a packet into a graph.",
-            request_labels,
-            registry=self.registry,
-        )
-        self.requests_rejected = Counter(
-            "ovms_requests_rejected",
-            "Requests refused before reaching a graph.",
-            request_labels,
-            registry=self.registry,
-        )
-        self.responses = Counter(
-            "ovms_responses",
-            "Response packets produced by graphs (each streamed chunk counts).",
-            request_labels,
-            registry=self.registry,
-        )
+        registry = self.registry
+
+        def selected(metric: str) -> CollectorRegistry | None:
+            return registry if metric in names else None
+
         self.current_requests = Gauge(
-            "ovms_current_requests", "Requests being processed.", ["name"], registry=self.registry
+            "ovms_current_requests",
+            "Requests being processed.",
+            ["name"],
+            registry=selected("ovms_current_requests"),
         )
         self.current_graphs = Gauge(
-            "ovms_current_graphs", "Graph runs in progress.", ["name"], registry=self.registry
-        )
-        self.graph_error = Counter(
-            "ovms_graph_error", "Graph runs that failed.", ["name"], registry=self.registry
+            "ovms_current_graphs",
+            "Graph runs in progress.",
+            ["name"],
+            registry=selected("ovms_current_graphs"),
         )
         self.graph_time = Histogram(
             "ovms_graph_processing_time_us",
             "Duration of graph runs (a whole stream for SSE).",
             ["name"],
             buckets=US_BUCKETS,
-            registry=self.registry,
+            registry=selected("ovms_graph_processing_time_us"),
         )
         self.request_time = Histogram(
             "ovms_request_time_us",
             "Request processing time.",
             ["interface", "name"],
             buckets=US_BUCKETS,
-            registry=self.registry,
+            registry=selected("ovms_request_time_us"),
         )
         self.ttft = Histogram(
             "graphrt_llm_time_to_first_token_seconds",
             "Time from submission to the first token.",
             ["name"],
             buckets=LATENCY_BUCKETS,
-            registry=self.registry,
+            registry=registry,
         )
         self.itl = Histogram(
             "graphrt_llm_inter_token_latency_seconds",
             "Time between consecutive token batches.",
             ["name"],
             buckets=ITL_BUCKETS,
-            registry=self.registry,
+            registry=registry,
         )
         self.prompt_tokens = Counter(
-            "graphrt_llm_prompt_tokens",
-            "Prompt tokens processed.",
-            ["name"],
-            registry=self.registry,
+            "graphrt_llm_prompt_tokens", "Prompt tokens processed.", ["name"], registry=registry
         )
         self.generated_tokens = Counter(
-            "graphrt_llm_generated_tokens", "Tokens generated.", ["name"], registry=self.registry
+            "graphrt_llm_generated_tokens", "Tokens generated.", ["name"], registry=registry
         )
-        self._drop_disabled()
-
-    def _drop_disabled(self) -> None:
-        for name in set(OVMS_METRICS) - self.enabled:
-            collector = self.registry._names_to_collectors.get(name)
-            if collector is None:
-                collector = self.registry._names_to_collectors.get(name + "_total")
-            if collector is not None:
-                self.registry.unregister(collector)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        counters = "".join(
+            counter.render() for name, counter in self.counters.items() if name in self.enabled
+        )
+        return counters.encode() + generate_latest(self.registry)
 
     # The LLM servable's request listener interface.
     def started(self, servable: Any, stats: Any) -> None:

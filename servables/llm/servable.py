@@ -73,6 +73,7 @@ class ChoiceUpdate:
     text: str
     logprobs: list[TokenLogprob] | None = None
     finish_reason: str | None = None
+    prefix: str = ""  # the echoed prompt, on a choice's first update (completions with echo)
 
 
 @dataclass
@@ -89,6 +90,7 @@ class _Choice:
     detokenizer: IncrementalDetokenizer
     tokens: int = 0
     finish_reason: str | None = None
+    prefix: str = ""  # sent once, with the choice's first update
 
 
 @dataclass
@@ -322,8 +324,6 @@ class LLMServable:
             config["ignore_eos"] = True
         if sampling.logprobs:
             config["logprobs"] = 1
-        if request.echo and max_new_tokens == 0:
-            config["echo"] = True
         return config
 
     def _check_capabilities(self, request: GenerationRequest) -> None:
@@ -391,30 +391,29 @@ class LLMServable:
             request.stream,
         )
         skip_special = sampling.skip_special_tokens
+        echo = prompt_text if request.echo else ""
+        if max_new_tokens == 0:  # echo only (the protocol allows 0 only with echo)
+            yield GenerationEvent(
+                [ChoiceUpdate(index, "", None, "length", echo) for index in range(sampling.n)],
+                Usage(len(prompt_ids), 0),
+            )
+            return
 
         def decode(ids: Sequence[int]) -> str:
             return self._decode(ids, skip_special)
 
-        choices: dict[int, _Choice] = {}
-        choice_of_request: dict[int, int] = {}
-        if sampling.best_of:
-            for index in range(sampling.n):
-                choices[index] = _Choice(
-                    index,
-                    IncrementalDetokenizer(
-                        decode, sampling.stop, sampling.include_stop_str_in_output
-                    ),
-                )
-            choice_of_request[engine_requests[0].request_id] = -1
+        choices = {
+            index: _Choice(
+                index,
+                IncrementalDetokenizer(decode, sampling.stop, sampling.include_stop_str_in_output),
+                prefix=echo,
+            )
+            for index in range(sampling.n)
+        }
+        if sampling.best_of:  # one beam search: its sequences are the choices
+            choice_of_request = {engine_requests[0].request_id: -1}
         else:
-            for index, engine_request in enumerate(engine_requests):
-                choices[index] = _Choice(
-                    index,
-                    IncrementalDetokenizer(
-                        decode, sampling.stop, sampling.include_stop_str_in_output
-                    ),
-                )
-                choice_of_request[engine_request.request_id] = index
+            choice_of_request = {r.request_id: i for i, r in enumerate(engine_requests)}
         for listener in self.request_listeners:
             listener.started(self, stats)
         stream = self.engine.submit(engine_requests)
@@ -454,7 +453,10 @@ class LLMServable:
                 if index is None or index not in unfinished:
                     continue
                 choice = choices[index]
-                update = updates.setdefault(index, ChoiceUpdate(index, ""))
+                update = updates.get(index)
+                if update is None:
+                    update = updates[index] = ChoiceUpdate(index, "", prefix=choice.prefix)
+                    choice.prefix = ""
                 tokens = delta.token_ids
                 if tokens:
                     if stats.first_token is None:

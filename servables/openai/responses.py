@@ -148,7 +148,10 @@ class ResponseBuilder:
         text: str,
         logprobs: Sequence[TokenLogprob] | None = None,
         finish_reason: str | None = None,
+        *,
+        prefix: str = "",
     ) -> dict[str, Any]:
+        """One chunk of choice `index`; `prefix` (echoed prompt) goes before `text`, unscored."""
         if self.endpoint == "chat":
             choice: dict[str, Any] = {
                 "index": index,
@@ -157,10 +160,10 @@ class ResponseBuilder:
                 "finish_reason": finish_reason,
             }
         else:
-            offset = self._text_offsets.get(index, 0)
+            offset = self._text_offsets.get(index, 0) + len(prefix)
             choice = {
                 "index": index,
-                "text": text,
+                "text": prefix + text,
                 "logprobs": completion_logprobs(logprobs, offset) if logprobs else None,
                 "finish_reason": finish_reason,
             }

@@ -15,13 +15,11 @@ from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam
 if TYPE_CHECKING:
     from conftest import Golden, Server
 
-FRANCE: list[ChatCompletionMessageParam] = [
-    {"role": "user", "content": "What is the capital of France?"}
+ITALY: list[ChatCompletionMessageParam] = [
+    {"role": "user", "content": "What is the capital of Italy?"}
 ]
-POEM: list[ChatCompletionMessageParam] = [
-    {"role": "user", "content": "Write a short poem about the sea."}
-]
-LONG = 40  # max_tokens for POEM: long enough to hold stop strings
+FRENCH: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Say hello in French."}]
+LONG = 40  # max_tokens for FRENCH: long enough to hold stop strings
 
 
 def _stream(client: openai.OpenAI, **kwargs: Any) -> list[ChatCompletionChunk]:
@@ -42,11 +40,11 @@ def _text(chunks: list[ChatCompletionChunk], index: int = 0) -> str:
 
 
 def test_unary_matches_golden(client: openai.OpenAI, server: Server, golden: Golden) -> None:
-    expected = golden.chat(FRANCE, 30)
+    expected = golden.chat(ITALY, 30)
     assert expected.finish_reason == "stop"  # the model answers before 30 tokens
 
     response = client.chat.completions.create(
-        model=server.model, messages=FRANCE, temperature=0, max_tokens=30
+        model=server.model, messages=ITALY, temperature=0, max_tokens=30
     )
 
     assert response.id.startswith("chatcmpl-")
@@ -66,12 +64,12 @@ def test_unary_matches_golden(client: openai.OpenAI, server: Server, golden: Gol
 
 
 def test_stream_matches_golden(client: openai.OpenAI, server: Server, golden: Golden) -> None:
-    expected = golden.chat(POEM, LONG)
+    expected = golden.chat(FRENCH, LONG)
 
     chunks = _stream(
         client,
         model=server.model,
-        messages=POEM,
+        messages=FRENCH,
         temperature=0,
         max_tokens=LONG,
         stream_options={"include_usage": True},
@@ -93,7 +91,7 @@ def test_stream_matches_golden(client: openai.OpenAI, server: Server, golden: Go
     # The usage chunk comes last, with no choices.
     assert last.choices == []
     assert last.usage is not None
-    prompt_ids = golden.encode(golden.chat_prompt(POEM), add_special_tokens=False)
+    prompt_ids = golden.encode(golden.chat_prompt(FRENCH), add_special_tokens=False)
     assert last.usage.prompt_tokens == len(prompt_ids) == expected.prompt_tokens
     assert last.usage.completion_tokens == expected.completion_tokens
     assert last.usage.total_tokens == last.usage.prompt_tokens + last.usage.completion_tokens
@@ -101,10 +99,10 @@ def test_stream_matches_golden(client: openai.OpenAI, server: Server, golden: Go
 
 @pytest.mark.parametrize("include_usage", [False, True])
 def test_raw_sse_ends_with_done(server: Server, golden: Golden, include_usage: bool) -> None:
-    expected = golden.chat(FRANCE, 30)
+    expected = golden.chat(ITALY, 30)
     body: dict[str, Any] = {
         "model": server.model,
-        "messages": FRANCE,
+        "messages": ITALY,
         "temperature": 0,
         "max_tokens": 30,
         "stream": True,
@@ -143,17 +141,17 @@ def test_raw_sse_ends_with_done(server: Server, golden: Golden, include_usage: b
 def test_finish_reason_length(
     client: openai.OpenAI, server: Server, golden: Golden, stream: bool
 ) -> None:
-    expected = golden.chat(POEM, 10)
+    expected = golden.chat(FRENCH, 10)
     assert expected.finish_reason == "length"
     assert expected.completion_tokens == 10
 
     if stream:
-        chunks = _stream(client, model=server.model, messages=POEM, temperature=0, max_tokens=10)
+        chunks = _stream(client, model=server.model, messages=FRENCH, temperature=0, max_tokens=10)
         text = _text(chunks)
         reason = chunks[-1].choices[0].finish_reason
     else:
         response = client.chat.completions.create(
-            model=server.model, messages=POEM, temperature=0, max_tokens=10
+            model=server.model, messages=FRENCH, temperature=0, max_tokens=10
         )
         text = response.choices[0].message.content or ""
         reason = response.choices[0].finish_reason
@@ -165,10 +163,10 @@ def test_finish_reason_length(
 
 def test_max_completion_tokens(client: openai.OpenAI, server: Server, golden: Golden) -> None:
     """vllm bench and newer SDKs send max_completion_tokens instead of max_tokens."""
-    expected = golden.chat(POEM, 12)
+    expected = golden.chat(FRENCH, 12)
 
     response = client.chat.completions.create(
-        model=server.model, messages=POEM, temperature=0, max_completion_tokens=12
+        model=server.model, messages=FRENCH, temperature=0, max_completion_tokens=12
     )
 
     assert response.choices[0].message.content == expected.text
@@ -179,11 +177,11 @@ def test_max_completion_tokens(client: openai.OpenAI, server: Server, golden: Go
 def test_content_as_list_of_text_parts(
     client: openai.OpenAI, server: Server, golden: Golden
 ) -> None:
-    expected = golden.chat(FRANCE, 30)
+    expected = golden.chat(ITALY, 30)
     messages: list[ChatCompletionMessageParam] = [
         {
             "role": "user",
-            "content": [{"type": "text", "text": "What is the capital of France?"}],
+            "content": [{"type": "text", "text": "What is the capital of Italy?"}],
         }
     ]
 
@@ -203,7 +201,7 @@ def test_n2_sampling_unary(client: openai.OpenAI, server: Server, golden: Golden
     def ask() -> tuple[list[str], int, int]:
         response = client.chat.completions.create(
             model=server.model,
-            messages=POEM,
+            messages=FRENCH,
             n=2,
             temperature=1.0,
             seed=1234,
@@ -219,7 +217,7 @@ def test_n2_sampling_unary(client: openai.OpenAI, server: Server, golden: Golden
     texts, prompt_tokens, completion_tokens = ask()
 
     assert all(text.strip() for text in texts), texts
-    assert prompt_tokens == golden.chat(POEM, 8).prompt_tokens  # the prompt counts once
+    assert prompt_tokens == golden.chat(FRENCH, 8).prompt_tokens  # the prompt counts once
     assert completion_tokens == 2 * 8  # both choices count
     # The same seed gives the same choices again.
     assert ask()[0] == texts
@@ -229,7 +227,7 @@ def test_n2_streaming(client: openai.OpenAI, server: Server) -> None:
     chunks = _stream(
         client,
         model=server.model,
-        messages=POEM,
+        messages=FRENCH,
         n=2,
         temperature=1.0,
         seed=99,
@@ -254,29 +252,36 @@ def test_n2_streaming(client: openai.OpenAI, server: Server) -> None:
 # -------------------------------------------------------------------------------- stop strings
 
 
-def _pick_stop(text: str) -> str:
-    """A word from the middle of the golden text (so the cut leaves something before it)."""
-    for word in text.split()[3:]:
-        if len(word) >= 4 and word.isalpha():
-            return word
-    raise AssertionError(f"no usable stop word in the golden text {text!r}")
+def _stop_strings(text: str, kind: str) -> list[str]:
+    """Stop strings taken from the golden text (so the cut leaves something before them):
+    a whole word, the inside of a word (a string that starts mid-token), or two words of which
+    the second listed occurs first."""
+    words = [word for word in text.split()[3:] if len(word) >= 4 and word.isalpha()]
+    assert len(words) >= 2, f"no usable stop words in the golden text {text!r}"
+    if kind == "word":
+        return [words[0]]
+    if kind == "mid-token":
+        return [words[0][1:]]
+    later = next(word for word in words if text.index(word) > text.index(words[0]))
+    return [later, words[0]]
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["unary", "stream"])
 @pytest.mark.parametrize("include", [False, True], ids=["exclude", "include"])
+@pytest.mark.parametrize("kind", ["word", "mid-token", "first-of-two"])
 def test_stop_string(
-    client: openai.OpenAI, server: Server, golden: Golden, stream: bool, include: bool
+    client: openai.OpenAI, server: Server, golden: Golden, stream: bool, include: bool, kind: str
 ) -> None:
-    full = golden.chat(POEM, LONG).text
-    stop = _pick_stop(full)
-    cut = full.index(stop)
+    full = golden.chat(FRENCH, LONG).text
+    stops = _stop_strings(full, kind)
+    cut, stop = min((full.index(stop), stop) for stop in stops)
     expected = full[: cut + len(stop)] if include else full[:cut]
     request: dict[str, Any] = {
         "model": server.model,
-        "messages": POEM,
+        "messages": FRENCH,
         "temperature": 0,
         "max_tokens": LONG,
-        "stop": [stop],
+        "stop": stops,
         "extra_body": {"include_stop_str_in_output": include},
     }
 
@@ -293,7 +298,7 @@ def test_stop_string(
         text = response.choices[0].message.content or ""
         reason = response.choices[0].finish_reason
 
-    assert text == expected, f"stop={stop!r}"
+    assert text == expected, f"stop={stops!r}"
     assert reason == "stop"
     if not include:
         assert stop not in text
@@ -303,10 +308,10 @@ def test_stop_string(
 
 
 def test_logprobs_unary(client: openai.OpenAI, server: Server, golden: Golden) -> None:
-    expected = golden.chat(FRANCE, 30)
+    expected = golden.chat(ITALY, 30)
 
     response = client.chat.completions.create(
-        model=server.model, messages=FRANCE, temperature=0, max_tokens=30, logprobs=True
+        model=server.model, messages=ITALY, temperature=0, max_tokens=30, logprobs=True
     )
 
     choice = response.choices[0]
@@ -319,12 +324,12 @@ def test_logprobs_unary(client: openai.OpenAI, server: Server, golden: Golden) -
 
 
 def test_logprobs_streaming(client: openai.OpenAI, server: Server, golden: Golden) -> None:
-    expected = golden.chat(FRANCE, 30)
+    expected = golden.chat(ITALY, 30)
 
     chunks = _stream(
         client,
         model=server.model,
-        messages=FRANCE,
+        messages=ITALY,
         temperature=0,
         max_tokens=30,
         logprobs=True,
@@ -349,13 +354,13 @@ def test_logprobs_streaming(client: openai.OpenAI, server: Server, golden: Golde
 
 
 def test_raw_response_shape(server: Server, golden: Golden) -> None:
-    expected = golden.chat(FRANCE, 30)
+    expected = golden.chat(ITALY, 30)
     with server.http() as http:
         response = http.post(
             "/v3/chat/completions",
             json={
                 "model": server.model,
-                "messages": FRANCE,
+                "messages": ITALY,
                 "temperature": 0,
                 "max_tokens": 30,
             },
@@ -384,10 +389,59 @@ def test_models_endpoint(client: openai.OpenAI, server: Server) -> None:
 
 
 def test_v1_alias(server: Server, golden: Golden) -> None:
-    expected = golden.chat(FRANCE, 30)
+    expected = golden.chat(ITALY, 30)
     with server.client("/v1") as v1:
         response = v1.chat.completions.create(
-            model=server.model, messages=FRANCE, temperature=0, max_tokens=30
+            model=server.model, messages=ITALY, temperature=0, max_tokens=30
         )
         assert server.model in [model.id for model in v1.models.list().data]
+    assert response.choices[0].message.content == expected.text
+
+
+def test_non_ascii_stream_matches_golden(
+    client: openai.OpenAI, server: Server, golden: Golden
+) -> None:
+    """Multi-byte characters split over tokens come out whole, in unary and streamed text."""
+    messages: list[ChatCompletionMessageParam] = [
+        {"role": "user", "content": "Translate 'cat' to Spanish."}
+    ]
+    expected = golden.chat(messages, 24)
+    assert not expected.text.isascii(), expected.text  # the point of this prompt
+
+    chunks = _stream(client, model=server.model, messages=messages, temperature=0, max_tokens=24)
+    response = client.chat.completions.create(
+        model=server.model, messages=messages, temperature=0, max_tokens=24
+    )
+
+    assert _text(chunks) == expected.text
+    assert "\ufffd" not in _text(chunks)
+    assert response.choices[0].message.content == expected.text
+
+
+def test_health_endpoints(server: Server) -> None:
+    with server.http() as http:
+        assert http.get("/v2/health/live").status_code == 200
+        assert http.get("/v2/health/ready").status_code == 200
+        assert http.get(f"/v2/models/{server.model}/ready").status_code == 200
+        assert http.get("/v2/models/no-such-model/ready").status_code == 404
+
+
+def test_multi_turn_with_system_message(
+    client: openai.OpenAI, server: Server, golden: Golden
+) -> None:
+    """The server's chat template rendering matches the tokenizer's for a whole conversation."""
+    messages: list[ChatCompletionMessageParam] = [
+        {"role": "system", "content": "You are a terse geography tutor."},
+        {"role": "user", "content": "What is the capital of Italy?"},
+        {"role": "assistant", "content": "Rome."},
+        {"role": "user", "content": "And of Spain?"},
+    ]
+    expected = golden.chat(messages, 24)
+
+    response = client.chat.completions.create(
+        model=server.model, messages=messages, temperature=0, max_tokens=24
+    )
+
+    assert response.usage is not None
+    assert response.usage.prompt_tokens == expected.prompt_tokens
     assert response.choices[0].message.content == expected.text

@@ -145,7 +145,7 @@ def test_logprobs(client: openai.OpenAI, server: Server, golden: Golden) -> None
 
 def test_finish_reason_stop_on_eos(client: openai.OpenAI, server: Server, golden: Golden) -> None:
     """A prompt the model ends by itself (EOS) well before max_tokens."""
-    prompt = golden.chat_prompt([{"role": "user", "content": "What is the capital of France?"}])
+    prompt = golden.chat_prompt([{"role": "user", "content": "What is the capital of Italy?"}])
     expected = golden.completion(prompt, 30)
     assert expected.finish_reason == "stop"
 
@@ -164,3 +164,64 @@ def test_v1_alias(server: Server, golden: Golden) -> None:
             model=server.model, prompt=PROMPT, temperature=0, max_tokens=MAX_TOKENS
         )
     assert response.choices[0].text == expected.text
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["unary", "stream"])
+def test_echo_with_zero_max_tokens_returns_the_prompt_once(
+    client: openai.OpenAI, server: Server, stream: bool
+) -> None:
+    """echo with max_tokens 0 is how clients score a prompt: the text is the prompt, once."""
+    request: dict[str, Any] = {
+        "model": server.model,
+        "prompt": PROMPT,
+        "max_tokens": 0,
+        "echo": True,
+    }
+    if stream:
+        text = "".join(c.choices[0].text for c in _stream(client, **request) if c.choices)
+    else:
+        text = client.completions.create(**request).choices[0].text
+    assert text == PROMPT
+
+
+def test_echo_with_token_id_prompt(client: openai.OpenAI, server: Server, golden: Golden) -> None:
+    """echo repeats the prompt's text also when the prompt was given as token ids."""
+    expected = golden.completion(PROMPT, MAX_TOKENS)
+    ids = golden.encode(PROMPT, add_special_tokens=True)
+
+    response = client.completions.create(
+        model=server.model, prompt=ids, temperature=0, max_tokens=MAX_TOKENS, echo=True
+    )
+
+    assert response.choices[0].text == PROMPT + expected.text
+
+
+def test_echo_logprobs_offsets_point_into_the_echoed_text(
+    client: openai.OpenAI, server: Server
+) -> None:
+    """text_offset indexes the returned text, which starts with the echoed prompt; streamed
+    chunks must give the same offsets as the unary response."""
+    request: dict[str, Any] = {
+        "model": server.model,
+        "prompt": PROMPT,
+        "temperature": 0,
+        "max_tokens": 4,
+        "echo": True,
+        "logprobs": 1,
+    }
+    unary = client.completions.create(**request).choices[0]
+    chunks = _stream(client, **request)
+
+    assert unary.logprobs is not None and unary.logprobs.text_offset is not None
+    assert unary.logprobs.tokens is not None
+    for token, offset in zip(unary.logprobs.tokens, unary.logprobs.text_offset, strict=True):
+        assert unary.text[offset : offset + len(token)] == token
+    assert unary.logprobs.text_offset[0] == len(PROMPT)
+    streamed = [
+        offset
+        for chunk in chunks
+        for choice in chunk.choices
+        if choice.logprobs is not None and choice.logprobs.text_offset
+        for offset in choice.logprobs.text_offset
+    ]
+    assert streamed == unary.logprobs.text_offset

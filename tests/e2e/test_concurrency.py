@@ -1,5 +1,12 @@
 """Many concurrent streams through one continuous-batching engine: every stream gets exactly its
-own greedy answer."""
+own greedy answer.
+
+OpenVINO's CPU kernels are not batch-invariant: the same prompt decoded alone and inside a batch
+of 16 can pick different greedy tokens where two candidates are close (e.g. "Paris." against
+"Paris, ..."). The prompts here were chosen because their greedy answers keep a wide margin and
+came out identical alone and in random batches of 1-24 (40 trials with the engine directly), so a
+difference here means streams were mixed up, not rounding.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +19,9 @@ if TYPE_CHECKING:
     from conftest import Golden, Server
 
 PROMPTS: list[list[ChatCompletionMessageParam]] = [
-    [{"role": "user", "content": "What is the capital of France?"}],
-    [{"role": "user", "content": "Write a short poem about the sea."}],
-    [{"role": "user", "content": "Name three primary colors and explain each one."}],
+    [{"role": "user", "content": "What is the capital of Italy?"}],
+    [{"role": "user", "content": "Say hello in French."}],
+    [{"role": "user", "content": "Write the numbers from one to ten in words."}],
 ]
 STREAMS = 16
 MAX_TOKENS = 32

@@ -15,8 +15,8 @@ from openai.types.chat import ChatCompletionMessageParam
 if TYPE_CHECKING:
     from conftest import Golden, Server
 
-FRANCE: list[ChatCompletionMessageParam] = [
-    {"role": "user", "content": "What is the capital of France?"}
+ITALY: list[ChatCompletionMessageParam] = [
+    {"role": "user", "content": "What is the capital of Italy?"}
 ]
 
 
@@ -78,7 +78,7 @@ def test_body_over_max_request_size(server: Server, max_request_size: int) -> No
 
 
 def test_missing_model(server: Server) -> None:
-    response = _post(server, "/v3/chat/completions", json={"messages": FRANCE})
+    response = _post(server, "/v3/chat/completions", json={"messages": ITALY})
     error = _error(response, 400)
     assert error["type"] == "invalid_request_error"
     assert error["param"] == "model"
@@ -122,9 +122,7 @@ def _bad_request(call: Callable[[], object], status: int = 400) -> Refusal:
 
 def test_unknown_model(client: openai.OpenAI) -> None:
     error = _bad_request(
-        lambda: client.chat.completions.create(
-            model="no-such-model", messages=FRANCE, max_tokens=5
-        ),
+        lambda: client.chat.completions.create(model="no-such-model", messages=ITALY, max_tokens=5),
         404,
     )
     assert isinstance(error.error, openai.NotFoundError)
@@ -154,7 +152,7 @@ def test_temperature_out_of_range(
 ) -> None:
     error = _bad_request(
         lambda: client.chat.completions.create(
-            model=server.model, messages=FRANCE, max_tokens=5, temperature=temperature
+            model=server.model, messages=ITALY, max_tokens=5, temperature=temperature
         )
     )
     assert error.type == "invalid_request_error"
@@ -169,7 +167,7 @@ def test_temperature_out_of_range(
 def test_wrong_types(client: openai.OpenAI, server: Server, field: str, value: Any) -> None:
     error = _bad_request(
         lambda: client.chat.completions.create(
-            model=server.model, messages=FRANCE, extra_body={field: value}
+            model=server.model, messages=ITALY, extra_body={field: value}
         )
     )
     assert error.type == "invalid_request_error"
@@ -182,7 +180,7 @@ def test_max_tokens_over_limit(
 ) -> None:
     error = _bad_request(
         lambda: client.chat.completions.create(
-            model=server.model, messages=FRANCE, max_tokens=max_tokens_limit + 100
+            model=server.model, messages=ITALY, max_tokens=max_tokens_limit + 100
         )
     )
     assert error.type == "invalid_request_error"
@@ -195,7 +193,7 @@ def test_max_completion_tokens_over_limit(
 ) -> None:
     error = _bad_request(
         lambda: client.chat.completions.create(
-            model=server.model, messages=FRANCE, max_completion_tokens=max_tokens_limit + 100
+            model=server.model, messages=ITALY, max_completion_tokens=max_tokens_limit + 100
         )
     )
     assert error.param == "max_completion_tokens"
@@ -256,7 +254,7 @@ def test_stream_options_without_stream(client: openai.OpenAI, server: Server) ->
     error = _bad_request(
         lambda: client.chat.completions.create(
             model=server.model,
-            messages=FRANCE,
+            messages=ITALY,
             max_tokens=5,
             stream_options={"include_usage": True},
         )
@@ -271,15 +269,40 @@ def test_stream_options_without_stream(client: openai.OpenAI, server: Server) ->
 def test_server_still_works_after_errors(
     client: openai.OpenAI, server: Server, golden: Golden
 ) -> None:
-    expected = golden.chat(FRANCE, 30)
+    expected = golden.chat(ITALY, 30)
     with server.http() as http:
         assert http.get("/v2/health/ready").status_code == 200
     response = client.chat.completions.create(
-        model=server.model, messages=FRANCE, temperature=0, max_tokens=30
+        model=server.model, messages=ITALY, temperature=0, max_tokens=30
     )
     assert response.choices[0].message.content == expected.text
     with client.chat.completions.create(
-        model=server.model, messages=FRANCE, temperature=0, max_tokens=30, stream=True
+        model=server.model, messages=ITALY, temperature=0, max_tokens=30, stream=True
     ) as stream:
         text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
     assert text == expected.text
+
+
+@pytest.mark.parametrize(
+    ("request_fields", "status", "param"),
+    [
+        ({"temperature": 5.0}, 400, "temperature"),
+        ({"messages": [{"role": "user", "content": "hello " * 9000}]}, 400, "messages"),
+        ({"model": "no-such-model"}, 404, "model"),
+    ],
+    ids=["temperature", "too-long", "unknown-model"],
+)
+def test_streaming_request_refused_before_streaming(
+    server: Server, request_fields: dict[str, Any], status: int, param: str
+) -> None:
+    """A streaming request refused before its first chunk gets a plain JSON error and status,
+    not a 200 event stream."""
+    body: dict[str, Any] = {
+        "model": server.model,
+        "messages": ITALY,
+        "max_tokens": 5,
+        "stream": True,
+        **request_fields,
+    }
+    error = _error(_post(server, "/v3/chat/completions", json=body), status)
+    assert error["param"] == param

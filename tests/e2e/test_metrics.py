@@ -1,20 +1,24 @@
-"""/metrics end to end: counters follow requests, and a client that disconnects mid-stream frees
-the engine (its request and KV cache) at once instead of generating to max_tokens."""
+"""/metrics end to end: counters follow requests, and a client that goes away (mid-stream, or
+while waiting for a unary answer) frees the engine (its request and KV cache) at once instead of
+generating to max_tokens."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from typing import TYPE_CHECKING
 
+import httpx
 import openai
+import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
 if TYPE_CHECKING:
     from conftest import Golden, Server
 
-FRANCE: list[ChatCompletionMessageParam] = [
-    {"role": "user", "content": "What is the capital of France?"}
+ITALY: list[ChatCompletionMessageParam] = [
+    {"role": "user", "content": "What is the capital of Italy?"}
 ]
 STORY: list[ChatCompletionMessageParam] = [
     {"role": "user", "content": "Tell me a very long story about a dragon."}
@@ -30,12 +34,16 @@ def _counter(values: dict[str, float], name: str) -> float:
     return values.get(name, values.get(f"{name}_total", 0.0))
 
 
-def _wait_for(server: Server, ready: str, timeout: float = 5.0) -> dict[str, float]:
-    """Poll /metrics until the condition named `ready` holds; see the callers."""
+def _wait_idle(
+    server: Server, generated_above: float = -1.0, timeout: float = 10.0
+) -> dict[str, float]:
+    """Poll /metrics until no request is active, the KV cache is empty and the generated-token
+    counter is above `generated_above`; the last sample."""
     deadline = time.monotonic() + timeout
     while True:
         values = server.metrics()
-        if values.get(ACTIVE) == 0 and values.get(KV_USAGE) == 0 and ready in values:
+        idle = values.get(ACTIVE) == 0 and values.get(KV_USAGE) == 0
+        if idle and values.get(GENERATED, 0.0) > generated_above:
             return values
         if time.monotonic() > deadline:
             raise AssertionError(f"engine not idle after {timeout} s: {values}")
@@ -43,14 +51,12 @@ def _wait_for(server: Server, ready: str, timeout: float = 5.0) -> dict[str, flo
 
 
 def test_counters_follow_a_request(client: openai.OpenAI, server: Server, golden: Golden) -> None:
-    expected = golden.chat(FRANCE, 30)
+    expected = golden.chat(ITALY, 30)
     before = server.metrics()
 
-    client.chat.completions.create(
-        model=server.model, messages=FRANCE, temperature=0, max_tokens=30
-    )
+    client.chat.completions.create(model=server.model, messages=ITALY, temperature=0, max_tokens=30)
 
-    after = _wait_for(server, GENERATED)
+    after = _wait_idle(server, before.get(GENERATED, 0.0))
     assert after[GENERATED] - before.get(GENERATED, 0.0) == expected.completion_tokens
     assert after[PROMPT_TOKENS] - before.get(PROMPT_TOKENS, 0.0) == expected.prompt_tokens
     for name in ("ovms_requests_accepted", "ovms_requests_success", "ovms_responses"):
@@ -63,7 +69,7 @@ def test_counters_follow_a_request(client: openai.OpenAI, server: Server, golden
 def test_ovms_metric_names_are_kept(client: openai.OpenAI, server: Server) -> None:
     """OVMS exposes its counters as `ovms_requests_success{...}`, without a `_total` suffix;
     dashboards and alerts written for OVMS query those names."""
-    client.chat.completions.create(model=server.model, messages=FRANCE, max_tokens=2)
+    client.chat.completions.create(model=server.model, messages=ITALY, max_tokens=2)
     with server.http() as http:
         text = http.get("/metrics").text
     for name in ("ovms_requests_accepted", "ovms_requests_success", "ovms_responses"):
@@ -74,7 +80,7 @@ def test_ovms_metric_names_are_kept(client: openai.OpenAI, server: Server) -> No
 
 
 def test_disconnect_mid_stream_frees_the_engine(server: Server) -> None:
-    before = _wait_for(server, ACTIVE)
+    before = _wait_idle(server)
     body = {
         "model": server.model,
         "messages": STORY,
@@ -86,23 +92,40 @@ def test_disconnect_mid_stream_frees_the_engine(server: Server) -> None:
 
     with server.http() as http, http.stream("POST", "/v3/chat/completions", json=body) as response:
         assert response.status_code == 200
-        frames = 0
-        for line in response.iter_lines():
-            if line.startswith("data:"):
-                frames += 1
-                print("FRAME", line[:400])
-                if frames == 5:
-                    break
+        # Keep the line iterator referenced: dropping it would close the connection early.
+        lines = response.iter_lines()
+        frames = [line for line in itertools.islice(lines, 10) if line.startswith("data:")]
+        assert len(frames) == 5 and '"error"' not in "".join(frames), frames
         during = server.metrics()
-        print("DURING", frames, during)
         assert during[ACTIVE] == 1
         assert during[KV_USAGE] > 0
     # Leaving the block closed the connection with the body unread.
 
-    after = _wait_for(server, GENERATED)
+    after = _wait_idle(server, before.get(GENERATED, 0.0))
     generated = after[GENERATED] - before.get(GENERATED, 0.0)
-    assert 0 < generated < 200, f"{generated} tokens generated for the abandoned request"
+    assert generated < 200, f"{generated} tokens generated for the abandoned request"
     assert after["ovms_current_requests"] == 0
     # Nothing is left running: the counter stays put.
     time.sleep(0.3)
     assert server.metrics()[GENERATED] == after[GENERATED]
+
+
+def test_unary_client_gone_frees_the_engine(server: Server) -> None:
+    """A unary request whose client stops waiting (read timeout: the connection is closed)."""
+    before = _wait_idle(server)
+    body = {
+        "model": server.model,
+        "messages": STORY,
+        "temperature": 0,
+        "max_tokens": 1000,
+        "ignore_eos": True,
+    }
+
+    with server.http() as http, pytest.raises(httpx.ReadTimeout):
+        http.post("/v3/chat/completions", json=body, timeout=httpx.Timeout(60.0, read=1.0))
+
+    # 1000 tokens take over 10 s on this machine; the abort must come long before.
+    after = _wait_idle(server, before.get(GENERATED, 0.0))
+    generated = after[GENERATED] - before.get(GENERATED, 0.0)
+    assert generated < 500, f"{generated} tokens generated for the abandoned request"
+    assert after["ovms_current_requests"] == 0

@@ -104,8 +104,10 @@ async def generate(request: web.Request) -> web.StreamResponse:
         parsed_json=body,
         client=connection,
     )
+    if not servable.available:
+        metrics.requests_rejected.inc(*labels)
     started = time.perf_counter()
-    metrics.requests_accepted.labels(*labels).inc()
+    metrics.requests_accepted.inc(*labels)
     metrics.current_requests.labels(servable.name).inc()
     metrics.current_graphs.labels(servable.name).inc()
     chunks = servable.run_http(payload)
@@ -116,7 +118,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
             first = await chunks.__anext__()
         except StopAsyncIteration:
             raise ServableError(f"graph {servable.name} produced no response") from None
-        metrics.responses.labels(*labels).inc()
+        metrics.responses.inc(*labels)
         if not streaming:
             async for _ in chunks:
                 pass
@@ -126,7 +128,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
         await response.prepare(request)
         await response.write(first)
         async for chunk in chunks:
-            metrics.responses.labels(*labels).inc()
+            metrics.responses.inc(*labels)
             await response.write(chunk)
         await response.write_eof()
         succeeded = True
@@ -139,7 +141,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
         assert response is not None
         return response
     except (ServableError, GraphError) as error:
-        metrics.graph_error.labels(servable.name).inc()
+        metrics.graph_error.inc(servable.name)
         if response is None:
             raise
         failure = to_client_error(error)
@@ -156,7 +158,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
         metrics.request_time.labels("REST", servable.name).observe(elapsed_us)
         metrics.current_graphs.labels(servable.name).dec()
         metrics.current_requests.labels(servable.name).dec()
-        (metrics.requests_success if succeeded else metrics.requests_fail).labels(*labels).inc()
+        (metrics.requests_success if succeeded else metrics.requests_fail).inc(*labels)
 
 
 def model_entry(name: str, created: float) -> dict[str, Any]:

@@ -1,0 +1,70 @@
+"""Serving an OpenVINO IR model directory (model + tokenizer IRs, as openvino-genai exports it
+from the GGUF) gives the same greedy answers as the GGUF itself."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from openai.types.chat import ChatCompletionMessageParam
+
+if TYPE_CHECKING:
+    from conftest import Golden, Launch, Server
+
+ITALY: list[ChatCompletionMessageParam] = [
+    {"role": "user", "content": "What is the capital of Italy?"}
+]
+FRENCH: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Say hello in French."}]
+
+
+@pytest.fixture(scope="module")
+def ir_server(smollm2_ir_dir: Path, launch: Launch) -> Iterator[Server]:
+    with launch(["--model_path", str(smollm2_ir_dir)]) as server:
+        yield server
+
+
+def test_export_layout(smollm2_ir_dir: Path) -> None:
+    names = {path.name for path in smollm2_ir_dir.iterdir()}
+    assert {
+        "openvino_model.xml",
+        "openvino_model.bin",
+        "openvino_tokenizer.xml",
+        "openvino_detokenizer.xml",
+    } <= names
+    assert not any(name.endswith(".gguf") for name in names)
+
+
+def test_chat_matches_golden(ir_server: Server, golden: Golden) -> None:
+    expected = golden.chat(ITALY, 30)
+    with ir_server.client() as client:
+        response = client.chat.completions.create(
+            model=ir_server.model, messages=ITALY, temperature=0, max_tokens=30
+        )
+    assert response.choices[0].message.content == expected.text
+    assert response.choices[0].finish_reason == expected.finish_reason
+    assert response.usage is not None
+    assert response.usage.prompt_tokens == expected.prompt_tokens
+    assert response.usage.completion_tokens == expected.completion_tokens
+
+
+def test_streaming_chat_matches_golden(ir_server: Server, golden: Golden) -> None:
+    expected = golden.chat(FRENCH, 24)
+    with (
+        ir_server.client() as client,
+        client.chat.completions.create(
+            model=ir_server.model, messages=FRENCH, temperature=0, max_tokens=24, stream=True
+        ) as stream,
+    ):
+        text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text == expected.text
+
+
+def test_completion_matches_golden(ir_server: Server, golden: Golden) -> None:
+    expected = golden.completion("Once upon a time", 16)
+    with ir_server.client() as client:
+        response = client.completions.create(
+            model=ir_server.model, prompt="Once upon a time", temperature=0, max_tokens=16
+        )
+    assert response.choices[0].text == expected.text
