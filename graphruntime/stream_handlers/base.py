@@ -45,6 +45,10 @@ class InputStreamHandler:
         self.tag_map = tag_map
         self.options = options
         self.process_timestamp_bounds = process_timestamp_bounds
+        self.prepare()
+
+    def prepare(self) -> None:
+        """Build per-run state from `streams`, `options` etc.; subclasses override this."""
 
     @classmethod
     def config_problems(cls, tag_map: TagMap, options: Message | None) -> list[str]:

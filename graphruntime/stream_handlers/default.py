@@ -7,7 +7,6 @@ itself is not implemented and values other than 1 are refused at validation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from google.protobuf.message import Message
@@ -20,7 +19,6 @@ from graphruntime.stream_handlers.base import (
     InputStreamHandler,
     SyncSet,
 )
-from graphruntime.streams import InputStream
 from graphruntime.tags import TagMap
 from graphruntime.timestamp import ONE_OVER_POSTSTREAM
 
@@ -28,17 +26,16 @@ from graphruntime.timestamp import ONE_OVER_POSTSTREAM
 class DefaultInputStreamHandler(InputStreamHandler):
     options_type: ClassVar[type[Message] | None] = DefaultInputStreamHandlerOptions
 
-    def __init__(
-        self,
-        streams: Sequence[InputStream],
-        tag_map: TagMap,
-        options: Message | None,
-        process_timestamp_bounds: bool,
-    ) -> None:
-        super().__init__(streams, tag_map, options, process_timestamp_bounds)
-        self.sync_set = SyncSet(streams, range(len(streams)), process_timestamp_bounds)
+    def prepare(self) -> None:
+        self.sync_set = SyncSet(
+            self.streams, range(len(self.streams)), self.process_timestamp_bounds
+        )
         # The common one-input case skips the generic sync-set loop.
-        self._single = streams[0] if len(streams) == 1 and not process_timestamp_bounds else None
+        self._single = (
+            self.streams[0]
+            if len(self.streams) == 1 and not self.process_timestamp_bounds
+            else None
+        )
 
     @classmethod
     def config_problems(cls, tag_map: TagMap, options: Message | None) -> list[str]:

@@ -7,7 +7,6 @@ remain, so slow nodes skip frames instead of falling behind.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from google.protobuf.message import Message
@@ -36,17 +35,10 @@ def _min_among_latest(stream: InputStream, count: int) -> int:
 class FixedSizeInputStreamHandler(DefaultInputStreamHandler):
     options_type = FixedSizeInputStreamHandlerOptions
 
-    def __init__(
-        self,
-        streams: Sequence[InputStream],
-        tag_map: TagMap,
-        options: Message | None,
-        process_timestamp_bounds: bool,
-    ) -> None:
-        super().__init__(streams, tag_map, None, process_timestamp_bounds)
+    def prepare(self) -> None:
         settings = (
-            options
-            if isinstance(options, FixedSizeInputStreamHandlerOptions)
+            self.options
+            if isinstance(self.options, FixedSizeInputStreamHandlerOptions)
             else FixedSizeInputStreamHandlerOptions()
         )
         self.trigger = settings.trigger_queue_size
@@ -54,7 +46,9 @@ class FixedSizeInputStreamHandler(DefaultInputStreamHandler):
         self.fixed_min_size = settings.fixed_min_size
         self.kept = UNSET
         self.pending = False
-        self.sync_set = SyncSet(streams, range(len(streams)), process_timestamp_bounds)
+        self.sync_set = SyncSet(
+            self.streams, range(len(self.streams)), self.process_timestamp_bounds
+        )
         self._single = None
 
     @classmethod

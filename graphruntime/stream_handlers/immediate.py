@@ -7,10 +7,7 @@ becomes done (unless timestamp bounds are processed, which signals closing at Do
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
-
-from google.protobuf.message import Message
 
 from graphruntime.packet import Packet
 from graphruntime.stream_handlers.base import (
@@ -19,26 +16,18 @@ from graphruntime.stream_handlers.base import (
     InputStreamHandler,
     SyncSet,
 )
-from graphruntime.streams import InputStream
-from graphruntime.tags import TagMap
 from graphruntime.timestamp import DONE, UNSET, previous_allowed_in_stream
 
 _DONE_PRECEDING = previous_allowed_in_stream(DONE)
 
 
 class ImmediateInputStreamHandler(InputStreamHandler):
-    def __init__(
-        self,
-        streams: Sequence[InputStream],
-        tag_map: TagMap,
-        options: Message | None,
-        process_timestamp_bounds: bool,
-    ) -> None:
-        super().__init__(streams, tag_map, options, process_timestamp_bounds)
+    def prepare(self) -> None:
         self.sync_sets = [
-            SyncSet(streams, [i], process_timestamp_bounds) for i in range(len(streams))
+            SyncSet(self.streams, [i], self.process_timestamp_bounds)
+            for i in range(len(self.streams))
         ]
-        self.ready_timestamps = [UNSET] * len(streams)
+        self.ready_timestamps = [UNSET] * len(self.streams)
 
     def readiness(self) -> int:
         input_timestamp = DONE

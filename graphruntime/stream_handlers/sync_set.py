@@ -8,7 +8,6 @@ When several sets are ready the one with the earliest timestamp wins; one set is
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from google.protobuf.message import Message
@@ -21,7 +20,6 @@ from graphruntime.stream_handlers.base import (
     InputStreamHandler,
     SyncSet,
 )
-from graphruntime.streams import InputStream
 from graphruntime.tags import TagError, TagMap, parse_tag_index
 from graphruntime.timestamp import DONE
 
@@ -66,17 +64,12 @@ def _partition(tag_map: TagMap, options: Message | None) -> tuple[list[list[int]
 class SyncSetInputStreamHandler(InputStreamHandler):
     options_type = SyncSetInputStreamHandlerOptions
 
-    def __init__(
-        self,
-        streams: Sequence[InputStream],
-        tag_map: TagMap,
-        options: Message | None,
-        process_timestamp_bounds: bool,
-    ) -> None:
-        super().__init__(streams, tag_map, options, process_timestamp_bounds)
-        partition, _ = _partition(tag_map, options)
-        self.sync_sets = [SyncSet(streams, ids, process_timestamp_bounds) for ids in partition]
-        # Sets whose streams are done still get (empty) packets, so no stale input lingers.
+    def prepare(self) -> None:
+        partition, _ = _partition(self.tag_map, self.options)
+        self.sync_sets = [
+            SyncSet(self.streams, ids, self.process_timestamp_bounds) for ids in partition
+        ]
+        # Sets whose self.streams are done still get (empty) packets, so no stale input lingers.
         self.done_sets: list[SyncSet] = []
         self._ready: SyncSet | None = None
         self._ready_timestamp = DONE

@@ -49,7 +49,7 @@ class Shutdown:
 class Ready:
     load_seconds: float
     eos_token_id: int
-    max_length: int | None
+    tokenizer_path: str  # where the frontend loads its tokenizer from (fast, no conversion)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from servables.engine.messages import (
@@ -40,6 +41,7 @@ from servables.engine.messages import (
     Shutdown,
     StepOutputs,
 )
+from servables.llm.model_files import tokenizer_location
 
 logger = logging.getLogger("graphrt.engine")
 
@@ -437,10 +439,11 @@ def main(commands: Connection, events: Connection) -> None:
         pipeline = build_pipeline(spec)
         tokenizer = pipeline.get_tokenizer()
         eos = int(tokenizer.get_eos_token_id())
+        tokenizer_path = tokenizer_location(Path(spec.models_path))
     except Exception as error:  # anything the engine throws at load is the user's model problem
         events.send(LoadFailed(str(error).strip() or type(error).__name__))
         return
-    events.send(Ready(time.perf_counter() - started, eos, None))
+    events.send(Ready(time.perf_counter() - started, eos, str(tokenizer_path)))
     loop: ContinuousBatchingLoop | StatefulLoop
     if spec.kind in ("LM_CB", "VLM_CB"):
         loop = ContinuousBatchingLoop(pipeline, commands, events)

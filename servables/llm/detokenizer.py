@@ -27,9 +27,10 @@ Two problems make `decode(new_ids)` per engine step wrong:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 
-__all__ = ["IncrementalDetokenizer"]
+__all__ = ["DecodeBatcher", "IncrementalDetokenizer"]
 
 _REPLACEMENT_CHAR = "\ufffd"
 
@@ -66,6 +67,7 @@ class IncrementalDetokenizer:
         "_ids",
         "_include_stop",
         "_parts",
+        "_prefix_text",
         "_read_offset",
         "_sent",
         "_stop",
@@ -90,6 +92,7 @@ class IncrementalDetokenizer:
         # ids[:read_offset] is left context whose text was emitted; ids[read_offset:] is pending.
         self._ids: list[int] = []
         self._read_offset = 0
+        self._prefix_text: str | None = ""  # decode(ids[:read_offset]), None when not known
         self._sent = 0  # chars of decode(ids) past decode(ids[:read_offset]) already emitted
         self._held = ""  # decoded text not yet emitted: the tail that may begin a stop string
         self._parts: list[str] = []
@@ -121,13 +124,28 @@ class IncrementalDetokenizer:
 
     def add(self, token_ids: Sequence[int]) -> str:
         """Take the new ids of one engine step; return the text safe to send now ("" if none)."""
+        windows = self.windows(token_ids)
+        return self.deliver([self._decode(window) for window in windows])
+
+    def windows(self, token_ids: Sequence[int]) -> list[list[int]]:
+        """First half of `add`: take the ids, return the id windows that need decoding.
+
+        Lets a caller decode the windows of many sequences in one tokenizer call (see
+        `DecodeBatcher`) and pass the texts, in order, to `deliver`.
+        """
         if self._finished:
             raise RuntimeError("IncrementalDetokenizer.add() called after finish()")
         self._token_count += len(token_ids)
         if self._stopped or len(token_ids) == 0:
-            return ""
+            return []
         self._ids.extend(map(int, token_ids))
-        return self._release(self._decode_new(final=False), final=False)
+        return self._windows()
+
+    def deliver(self, texts: Sequence[str]) -> str:
+        """Second half of `add`: the decoded windows in; the text safe to send now out."""
+        if not texts:
+            return ""
+        return self._release(self._decode_new(texts, final=False), final=False)
 
     def finish(self) -> str:
         """Generation ended: return everything still held back, cut at a stop string if any.
@@ -140,19 +158,30 @@ class IncrementalDetokenizer:
         self._finished = True
         if self._stopped:
             return ""
-        out = self._release(self._decode_new(final=True), final=True)
+        texts = [self._decode(window) for window in self._windows()]
+        out = self._release(self._decode_new(texts, final=True) if texts else "", final=True)
         self._ids.clear()
         self._read_offset = self._sent = 0
+        self._prefix_text = ""
         return out
 
-    def _decode_new(self, final: bool) -> str:
-        """Decode the window; return the new text that is safe to emit ("" to keep waiting)."""
+    def _windows(self) -> list[list[int]]:
+        """The context (when its text is not cached) and the whole window, or nothing."""
+        ids = self._ids
+        if self._read_offset == len(ids):
+            return []
+        if self._prefix_text is None:
+            return [ids[: self._read_offset], list(ids)]
+        return [list(ids)]
+
+    def _decode_new(self, texts: Sequence[str], final: bool) -> str:
+        """Given the decoded windows, the new text that is safe to emit ("" to keep waiting)."""
         ids = self._ids
         read_offset = self._read_offset
-        if read_offset == len(ids):
-            return ""
-        prefix_text = self._decode(ids[:read_offset]) if read_offset else ""
-        new_text = self._decode(ids)
+        if self._prefix_text is None:
+            self._prefix_text = texts[0] if read_offset else ""
+        prefix_text = self._prefix_text
+        new_text = texts[-1]
         pending = len(ids) - read_offset
         start = len(prefix_text) + self._sent
         if not final:
@@ -165,7 +194,13 @@ class IncrementalDetokenizer:
                 # Nothing new: skipped special tokens, or bytes of a character dropped silently.
                 return ""
         # A clean point (or a forced one): slide the window, the pending ids become context.
-        del ids[: max(read_offset, len(ids) - _CONTEXT_TOKENS)]
+        # The window is trimmed only when it grew past twice the context; until then the new
+        # context's text is the text just decoded, so the next call needs one decode, not two.
+        if len(ids) > 2 * _CONTEXT_TOKENS:
+            del ids[: len(ids) - _CONTEXT_TOKENS]
+            self._prefix_text = None
+        else:
+            self._prefix_text = new_text
         self._read_offset = len(ids)
         self._sent = 0
         return new_text[start:]
@@ -182,6 +217,7 @@ class IncrementalDetokenizer:
                 self._held = ""
                 self._ids.clear()
                 self._read_offset = self._sent = 0
+                self._prefix_text = ""
                 return self._emit(text[:cut])
             keep = 0 if final else self._partial_stop_len(text)
         else:
@@ -218,3 +254,52 @@ class IncrementalDetokenizer:
             self._parts.append(out)
             self._text = None
         return out
+
+
+class DecodeBatcher:
+    """Decodes, in one tokenizer call, the windows of every sequence that asks in one loop turn.
+
+    After an engine step, every streaming request wakes up in the same event-loop iteration and
+    needs one or two small decodes. A tokenizer call costs about 60 µs whatever its size, so
+    decoding 32 requests' windows together is roughly 30 times cheaper than one call each. Each
+    request awaits `decode`; the batch is decoded when the loop gets to the scheduled flush, which
+    it does right after every request already woken by the same step has asked.
+    """
+
+    def __init__(self, decode_many: Callable[[list[list[int]], bool], list[str]]) -> None:
+        self._decode_many = decode_many
+        self._pending: list[tuple[list[list[int]], bool, asyncio.Future[list[str]]]] = []
+        self._scheduled = False
+
+    async def decode(self, windows: list[list[int]], skip_special_tokens: bool) -> list[str]:
+        if not windows:
+            return []
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[str]] = loop.create_future()
+        self._pending.append((windows, skip_special_tokens, future))
+        if not self._scheduled:
+            self._scheduled = True
+            loop.call_soon(self._flush)
+        return await future
+
+    def _flush(self) -> None:
+        self._scheduled = False
+        pending, self._pending = self._pending, []
+        for skip in (True, False):
+            group = [item for item in pending if item[1] is skip]
+            if not group:
+                continue
+            flat = [window for windows, _, _ in group for window in windows]
+            try:
+                texts = self._decode_many(flat, skip)
+            except Exception as error:  # a decode failure fails the requests that asked
+                for _, _, future in group:
+                    if not future.done():
+                        future.set_exception(error)
+                continue
+            position = 0
+            for windows, _, future in group:
+                part = texts[position : position + len(windows)]
+                position += len(windows)
+                if not future.done():
+                    future.set_result(part)

@@ -11,12 +11,17 @@ metadata. The GGUF header is read directly: the `gguf` package would parse the w
 from __future__ import annotations
 
 import enum
+import hashlib
 import json
+import logging
+import os
 import struct
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from servables.errors import ServableLoadError
+
+logger = logging.getLogger(__name__)
 
 MAX_LENGTH_FIELDS = (
     "max_position_embeddings",
@@ -209,3 +214,45 @@ def generation_defaults(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def cache_root() -> Path:
+    """graphrt's cache directory: $GRAPHRT_CACHE, else ~/.cache/graphrt."""
+    return Path(os.environ.get("GRAPHRT_CACHE", Path.home() / ".cache" / "graphrt"))
+
+
+TOKENIZER_FILES = ("openvino_tokenizer.xml", "openvino_detokenizer.xml")
+
+
+def tokenizer_location(models_path: Path) -> Path:
+    """Where the frontend should load its tokenizer from, converting a GGUF's once if needed.
+
+    Building an openvino-genai Tokenizer straight from a .gguf converts its vocabulary and holds
+    the GIL for seconds, which would freeze the HTTP server; loading the converted IR takes
+    milliseconds. So the engine process (which may block) writes the IR into the cache, keyed by
+    the file's path, size and modification time, and the frontend loads that. If the cache cannot
+    be written, the .gguf itself is returned and the frontend converts it (and stalls) as before.
+    """
+    if not is_gguf(models_path):
+        return models_path
+    stat = models_path.stat()
+    key = hashlib.sha256(f"{models_path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    target = cache_root() / "tokenizers" / key.hexdigest()[:24]
+    if all((target / name).is_file() for name in TOKENIZER_FILES):
+        return target
+    try:
+        import openvino_genai
+
+        target.mkdir(parents=True, exist_ok=True)
+        link = target / "model.gguf"
+        link.unlink(missing_ok=True)
+        link.symlink_to(models_path.resolve())
+        # Writes openvino_tokenizer.* and openvino_detokenizer.* next to the file it is given.
+        openvino_genai.Tokenizer(str(link), enable_save_ov_model=True)
+        link.unlink()
+    except (OSError, RuntimeError) as error:
+        logger.warning(
+            "could not cache the tokenizer of %s (%s); using the GGUF", models_path, error
+        )
+        return models_path
+    return target

@@ -325,3 +325,191 @@ def smollm2_ir_dir(smollm2_gguf: Path, tmp_path_factory: pytest.TempPathFactory)
         assert source.is_file(), f"enable_save_ov_model did not write {name}"
         shutil.move(source, model_dir / name)
     return model_dir
+
+
+# ------------------------------------------------------------------------ exact command lines
+
+
+class ExactServer(Server):
+    """A `graphrt serve` run with exactly `args` (no --model_name added) and extra environment.
+
+    For the modes `Server` cannot express: config.json, the default model (no model arguments),
+    API_KEY from the environment, and servers that never become ready (a broken servable).
+    """
+
+    def __init__(
+        self,
+        args: Sequence[str],
+        log_path: Path,
+        model: str = MODEL_NAME,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        # Not Server.__init__: that one adds --model_name and starts the process itself.
+        self.port = free_port()
+        self.model = model
+        self.log_path = log_path
+        self.args = [
+            sys.executable,
+            "-m",
+            "graphruntime.server.cli",
+            "serve",
+            "--rest_port",
+            str(self.port),
+            *args,
+        ]
+        environment = {key: value for key, value in os.environ.items() if key != "API_KEY"}
+        environment.update(env or {})
+        self._log = log_path.open("w", encoding="utf-8")
+        self.process = subprocess.Popen(
+            self.args,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            cwd=log_path.parent,
+            env=environment,
+        )
+
+    def wait_for(
+        self, condition: Callable[[httpx.Client], bool], what: str, timeout: float = READY_TIMEOUT
+    ) -> None:
+        """Poll `condition` (given a client of this server) until true; fail with the log."""
+        deadline = time.monotonic() + timeout
+        with httpx.Client(base_url=self.base_url, timeout=30.0) as http:
+            while time.monotonic() < deadline:
+                code = self.process.poll()
+                if code is not None:
+                    pytest.fail(
+                        f"graphrt serve exited with {code} waiting for {what}:\n{self.log()}"
+                    )
+                with contextlib.suppress(httpx.TransportError):
+                    if condition(http):
+                        return
+                time.sleep(0.1)
+        pytest.fail(f"waited {timeout:.0f} s for {what}:\n{self.log()}")
+
+    def wait_for_log(self, text: str, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.log():
+            if time.monotonic() > deadline:
+                pytest.fail(
+                    f"{text!r} did not appear in the server log in {timeout:.0f} s:\n" + self.log()
+                )
+            time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def running_exact_server(
+    args: Sequence[str],
+    log_dir: Path,
+    model: str = MODEL_NAME,
+    env: Mapping[str, str] | None = None,
+    wait_ready: bool = True,
+) -> Iterator[ExactServer]:
+    """Like `running_server`; with wait_ready=False the caller decides what to wait for."""
+    server = ExactServer(args, log_dir / "server.log", model, env)
+    try:
+        if wait_ready:
+            server.wait_ready()
+        yield server
+    finally:
+        code = server.stop()
+    assert code == 0, f"graphrt serve exited with {code} after SIGTERM:\n{server.log()}"
+
+
+class LaunchExact:
+    """`with launch_exact([...serve args...], model=..., env=...) as server:`; see ExactServer."""
+
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        self._tmp = tmp_path_factory
+
+    def __call__(
+        self,
+        args: Sequence[str],
+        model: str = MODEL_NAME,
+        env: Mapping[str, str] | None = None,
+        wait_ready: bool = True,
+    ) -> AbstractContextManager[ExactServer]:
+        return running_exact_server(args, self._tmp.mktemp("server"), model, env, wait_ready)
+
+
+@pytest.fixture(scope="session")
+def launch_exact(tmp_path_factory: pytest.TempPathFactory) -> LaunchExact:
+    return LaunchExact(tmp_path_factory)
+
+
+def graphrt_command(
+    *args: str, cwd: Path, timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """Run `graphrt ARGS...` (as `python -m graphruntime.server.cli`) to completion."""
+    return subprocess.run(
+        [sys.executable, "-m", "graphruntime.server.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="session")
+def run_graphrt() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`run_graphrt("export", ..., cwd=path)`: a finished `graphrt` command (stdout, stderr)."""
+    return graphrt_command
+
+
+# ------------------------------------------------------------------------------ graph files
+
+# OVMS's text-generation graph; {options} are LLMCalculatorOptions fields, one per line.
+LLM_GRAPH = """input_stream: "HTTP_REQUEST_PAYLOAD:input"
+output_stream: "HTTP_RESPONSE_PAYLOAD:output"
+node: {{
+  name: "LLMExecutor"
+  calculator: "{calculator}"
+  input_stream: "LOOPBACK:loopback"
+  input_stream: "HTTP_REQUEST_PAYLOAD:input"
+  input_side_packet: "LLM_NODE_RESOURCES:llm"
+  output_stream: "LOOPBACK:loopback"
+  output_stream: "HTTP_RESPONSE_PAYLOAD:output"
+  input_stream_info: {{
+    tag_index: 'LOOPBACK:0',
+    back_edge: true
+  }}
+  node_options: {{
+    [type.googleapis.com / mediapipe.LLMCalculatorOptions]: {{
+{options}
+    }}
+  }}
+  input_stream_handler {{
+    input_stream_handler: "SyncSetInputStreamHandler",
+    options {{
+      [mediapipe.SyncSetInputStreamHandlerOptions.ext] {{
+        sync_set {{
+          tag_index: "LOOPBACK:0"
+        }}
+      }}
+    }}
+  }}
+}}
+"""
+
+
+def llm_graph(
+    models_path: str, calculator: str = "HttpLLMCalculator", **options: str | int | bool
+) -> str:
+    """graph.pbtxt text of OVMS's LLM graph; `options` become LLMCalculatorOptions fields."""
+    fields: dict[str, str | int | bool] = {"models_path": models_path, **options}
+    lines = []
+    for key, value in fields.items():
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, int):
+            text = str(value)
+        else:
+            text = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        lines.append(f"      {key}: {text}")
+    return LLM_GRAPH.format(calculator=calculator, options="\n".join(lines))
+
+
+@pytest.fixture(scope="session")
+def make_llm_graph() -> Callable[..., str]:
+    """`make_llm_graph("../models/x.gguf", max_tokens_limit=5)`: see `llm_graph`."""
+    return llm_graph

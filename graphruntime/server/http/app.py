@@ -76,37 +76,43 @@ def auth_middleware(api_key: str) -> Middleware:
     return authenticate
 
 
-def cors_middleware(settings: ServerSettings) -> Middleware:
-    """OVMS's CORS flags: answer preflights and label responses."""
+class Cors:
+    """OVMS's CORS flags: answer preflights, and label every response a browser may read.
 
-    def headers(request: web.Request) -> dict[str, str]:
-        origin = request.headers.get("Origin", "*")
-        allowed = [o.strip() for o in settings.allowed_origins.split(",")]
-        if "*" not in allowed and origin not in allowed:
+    Labels are added as a response is about to be sent (`on_response_prepare`), so streams,
+    whose headers the handler sends itself, and error responses built by the error middleware
+    get them too.
+    """
+
+    def __init__(self, settings: ServerSettings) -> None:
+        self.settings = settings
+        self.allowed = [origin.strip() for origin in settings.allowed_origins.split(",")]
+
+    def headers(self, request: web.Request) -> dict[str, str]:
+        origin = request.headers.get("Origin")
+        if origin is None or ("*" not in self.allowed and origin not in self.allowed):
             return {}
+        settings = self.settings
+        wildcard = "*" in self.allowed and not settings.allow_credentials
         result = {
-            "Access-Control-Allow-Origin": origin
-            if settings.allow_credentials
-            else ("*" if "*" in allowed else origin),
+            "Access-Control-Allow-Origin": "*" if wildcard else origin,
             "Access-Control-Allow-Methods": settings.allowed_methods,
             "Access-Control-Allow-Headers": settings.allowed_headers,
         }
         if settings.allow_credentials:
             result["Access-Control-Allow-Credentials"] = "true"
+        if not wildcard:
+            result["Vary"] = "Origin"
         return result
 
     @web.middleware
-    async def cors(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if "Origin" not in request.headers:
-            return await handler(request)
-        if request.method == "OPTIONS":
-            return web.Response(status=204, headers=headers(request))
-        response = await handler(request)
-        if not response.prepared:
-            response.headers.update(headers(request))
-        return response
+    async def preflight(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.method == "OPTIONS" and "Origin" in request.headers:
+            return web.Response(status=204)
+        return await handler(request)
 
-    return cors
+    async def label(self, request: web.Request, response: web.StreamResponse) -> None:
+        response.headers.update(self.headers(request))
 
 
 async def metrics_endpoint(request: web.Request) -> web.Response:
@@ -119,10 +125,12 @@ async def metrics_endpoint(request: web.Request) -> web.Response:
 def create_app(
     repository: ModelRepository, settings: ServerSettings, metrics: Metrics | None = None
 ) -> web.Application:
-    middlewares: list[Middleware] = [errors, cors_middleware(settings)]
+    cors = Cors(settings)
+    middlewares: list[Middleware] = [errors, cors.preflight]
     if settings.api_key:
         middlewares.append(auth_middleware(settings.api_key))
     app = web.Application(middlewares=middlewares, client_max_size=settings.max_request_size)
+    app.on_response_prepare.append(cors.label)
     if metrics is None:
         metrics = Metrics(settings.metrics_list)
     app[STATE] = ServerState(repository, settings, time.time(), metrics)

@@ -155,15 +155,20 @@ def test_real_tokenizer_window_is_bounded(smollm2_tokenizer: Tokenizer) -> None:
         return decode(window)
 
     detok = IncrementalDetokenizer(spy)
+    total_calls = 0
     for step in chunked(ids, "1"):
         calls.clear()
         detok.add(step)
+        total_calls += len(calls)
         assert len(calls) <= 2
-        assert max(calls) <= 12  # 8 ids of context + an incomplete character, not the history
+        # up to 16 ids of context + an incomplete character, never the history
+        assert max(calls) <= 20
     calls.clear()
     detok.finish()
     assert len(calls) <= 2
     assert detok.text == text
+    # The context's text is reused between trims, so most steps cost one decode, not two.
+    assert total_calls < 1.4 * len(ids)
 
 
 def test_real_tokenizer_skipped_special_tokens(
@@ -183,7 +188,7 @@ def test_real_tokenizer_skipped_special_tokens(
     detok = IncrementalDetokenizer(spy)
     deltas = run(detok, chunked(ids, "1"))
     assert "".join(deltas) == decode(ids) == "Hello 🐉 dragon"
-    assert max(sizes) <= 17  # 8 ids of context + up to 9 silent ones
+    assert max(sizes) <= 25  # up to 16 ids of context + up to 9 silent ones
 
 
 @pytest.mark.parametrize("chunking", ["1", "2", "random0", "all"])
