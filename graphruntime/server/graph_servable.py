@@ -78,6 +78,13 @@ class GraphServable:
 
     @property
     def available(self) -> bool:
+        """AVAILABLE and every engine behind it still running (an engine may die later)."""
+        if self.state is State.AVAILABLE:
+            for llm in self.llm_servables():
+                if not llm.available:
+                    self.state = State.UNAVAILABLE
+                    self.error = f"the engine stopped: {llm.engine.dead or llm.error}"
+                    logger.error("servable %s is unavailable: %s", self.name, self.error)
         return self.state is State.AVAILABLE
 
     def _config(self) -> GraphConfig:

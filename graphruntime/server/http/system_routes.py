@@ -7,7 +7,7 @@ from typing import Any
 
 from aiohttp import web
 
-from graphruntime.server.graph_servable import GraphServable, State
+from graphruntime.server.graph_servable import GraphServable
 from graphruntime.server.http.state import STATE
 from graphruntime.server.model_repository import ConfigFileError
 
@@ -15,7 +15,7 @@ logger = logging.getLogger(__name__)
 
 
 def servable_status(servable: GraphServable) -> dict[str, Any]:
-    ok = servable.state is State.AVAILABLE
+    ok = servable.available
     return {
         "model_version_status": [
             {
