@@ -31,6 +31,7 @@ from graphruntime.function import calculator_function
 from graphruntime.graph import AddMode, Graph, GraphThrottledError, OutputStreamPoller
 from graphruntime.packet import Packet
 from graphruntime.registry import register_calculator, register_input_stream_handler
+from graphruntime.services import GraphService
 from graphruntime.stream_handlers import InputStreamHandler
 from graphruntime.timestamp import Timestamp
 from graphruntime.validation import NodeSpec, ValidatedGraph
@@ -47,6 +48,7 @@ __all__ = [
     "GraphConfigError",
     "GraphError",
     "GraphRunError",
+    "GraphService",
     "GraphThrottledError",
     "GraphUsageError",
     "GraphValidationError",

@@ -10,7 +10,7 @@ event loop when the call returns; everywhere else they are delivered immediately
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 from google.protobuf.message import Message
@@ -18,6 +18,7 @@ from google.protobuf.message import Message
 from graphruntime.calculator import Input, InputSidePacket, Output, OutputSidePacket, Port
 from graphruntime.errors import GraphError
 from graphruntime.packet import Packet
+from graphruntime.services import GraphService
 from graphruntime.streams import OutputStream, StreamError
 from graphruntime.tags import TagMap
 from graphruntime.timestamp import UNSTARTED, Timestamp
@@ -191,6 +192,7 @@ class CalculatorContext:
         "_input_timestamp",
         "_options",
         "_options_type",
+        "_services",
         "calculator_type",
         "graph_error",
         "input_side_packets",
@@ -209,6 +211,7 @@ class CalculatorContext:
         output_side_packets: OutputSidePackets,
         options_decoder: Callable[[type[Message]], Message | None],
         options_type: type[Message] | None,
+        services: Mapping[GraphService[Any], Any] | None = None,
     ) -> None:
         self.node_name = node_name
         self.calculator_type = calculator_type
@@ -218,6 +221,7 @@ class CalculatorContext:
         self.output_side_packets = output_side_packets
         self._options = options_decoder
         self._options_type = options_type
+        self._services = services or {}
         self._input_timestamp = UNSTARTED
         self._buffer: list[tuple[OutputStream, Packet[Any] | int]] | None = None
         # The run's error, visible to close() after a failure (MediaPipe's GraphStatus()).
@@ -244,6 +248,20 @@ class CalculatorContext:
             message_type = self._options_type
         decoded = self._options(message_type)
         return decoded if decoded is not None else message_type()
+
+    def service(self, service: GraphService[T]) -> T:
+        """The object the application provided for `service` (declared in the contract)."""
+        try:
+            value: T = self._services[service]
+        except KeyError:
+            raise GraphError(
+                f'{self.calculator_type} asked for service "{service.name}", which this graph run '
+                "does not provide (declare it with cc.use_service in get_contract)"
+            ) from None
+        return value
+
+    def has_service(self, service: GraphService[Any]) -> bool:
+        return service in self._services
 
     def flush_buffer(self) -> None:
         """Deliver outputs buffered while running on a worker thread (event loop only)."""

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from google.protobuf.message import Message
 
+from graphruntime.services import GraphService
 from graphruntime.tags import TagMap
 
 M = TypeVar("M", bound=Message)
@@ -100,6 +101,7 @@ class CalculatorContract:
         self.input_stream_handler_options: Message | None = None
         self.timestamp_offset: int | None = None
         self.process_timestamp_bounds = False
+        self.services: dict[GraphService[Any], bool] = {}  # service -> required
 
     def options(self, message_type: type[M]) -> M | None:
         """The node's options of that type, or None when the node gives none."""
@@ -111,6 +113,10 @@ class CalculatorContract:
         """Preferred handler; a handler named in the node or graph config still wins."""
         self.input_stream_handler = name
         self.input_stream_handler_options = options
+
+    def use_service(self, service: GraphService[Any], *, optional: bool = False) -> None:
+        """The calculator reads `service` (see graphruntime.services) during the run."""
+        self.services[service] = not optional
 
     def set_timestamp_offset(self, offset: int) -> None:
         """Promise that outputs for input timestamp t are at t + offset or later.

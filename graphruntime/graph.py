@@ -23,6 +23,7 @@ from graphruntime.config import GraphConfig
 from graphruntime.errors import GraphError, GraphRunError, GraphUsageError, PacketError
 from graphruntime.packet import Packet
 from graphruntime.scheduler import BoundObserver, GraphInputStream, GraphRun, StreamObserver
+from graphruntime.services import GraphService
 from graphruntime.timestamp import DONE, POSTSTREAM, PRESTREAM, describe, previous_allowed_in_stream
 from graphruntime.validation import ValidatedGraph
 
@@ -123,11 +124,13 @@ class Graph:
         graph: ValidatedGraph | GraphConfig | calculator_pb2.CalculatorGraphConfig | str,
         *,
         add_mode: AddMode = AddMode.WAIT_TILL_NOT_FULL,
+        services: Mapping[GraphService[Any], Any] | None = None,
     ) -> None:
         self.validated = (
             graph if isinstance(graph, ValidatedGraph) else ValidatedGraph.from_config(graph)
         )
         self.add_mode = add_mode
+        self.services = dict(services or {})
         self._observers: dict[str, list[StreamObserver]] = {}
         self._bound_observers: dict[str, list[BoundObserver]] = {}
         self._pollers: list[OutputStreamPoller] = []
@@ -206,6 +209,7 @@ class Graph:
             self.validated.executors.get,
             observers,
             bound_observers,
+            self.services,
         )
         self._run = run
 

@@ -43,6 +43,7 @@ from graphruntime.errors import (
     GraphUsageError,
 )
 from graphruntime.packet import Packet
+from graphruntime.services import GraphService
 from graphruntime.stream_handlers import NOT_READY, READY_FOR_CLOSE, InputStreamHandler
 from graphruntime.streams import InputStream, OutputStream
 from graphruntime.timestamp import (
@@ -176,9 +177,11 @@ class GraphRun:
         executors: Callable[[str], Executor | None],
         observers: Mapping[str, list[StreamObserver]],
         bound_observers: Mapping[str, list[BoundObserver]],
+        services: Mapping[GraphService[Any], Any] | None = None,
     ) -> None:
         self.graph = graph
         self.loop = loop
+        self.services = dict(services or {})
         self.heap: list[int] = []
         self.pump_scheduled = False
         self.running = 0
@@ -307,6 +310,7 @@ class GraphRun:
             ),
             functools.partial(self.graph.node_options, spec),
             spec.calculator.options_type,
+            self.services,
         )
         context.outputs = OutputStreams(
             spec.outputs, [OutputStreamHandle(stream, context) for stream in node.outputs]
@@ -335,6 +339,14 @@ class GraphRun:
                     f'Side packet "{name}" is required but was not provided.' for name in missing
                 )
             )
+        absent = [
+            f'Service "{service.name}" is required by node "{node.name}" but was not provided.'
+            for node in self.nodes
+            for service, required in node.spec.services
+            if required and service not in self.services
+        ]
+        if absent:
+            raise GraphUsageError("; ".join(absent))
         for node in self.nodes:
             if self.halted:
                 break

@@ -32,6 +32,7 @@ from graphruntime.errors import (
 )
 from graphruntime.executors import ExecutorSet
 from graphruntime.registry import calculators, input_stream_handlers
+from graphruntime.services import GraphService
 from graphruntime.stream_handlers import InputStreamHandler
 from graphruntime.tags import TagError, TagMap, parse_tag_index, parse_tag_index_name
 
@@ -73,6 +74,7 @@ class NodeSpec:
     optional_side_packets: frozenset[int]
     location: SourceLocation | None
     async_hooks: frozenset[str]
+    services: tuple[tuple[GraphService[Any], bool], ...] = ()  # (service, required)
 
     @property
     def is_source(self) -> bool:
@@ -665,6 +667,7 @@ class _Validator:
             async_hooks=frozenset(
                 hook for hook in ("open", "process", "close") if hook_is_async(calculator, hook)
             ),
+            services=tuple(contract.services.items()),
         )
 
 
