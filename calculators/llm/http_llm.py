@@ -35,6 +35,7 @@ from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
 from calculators.llm.llm_calculator_pb2 import LLMCalculatorOptions
+from calculators.llm.media import MEDIA_POLICY
 from calculators.llm.payload import HttpPayload
 from calculators.llm.resources import build_llm_servable
 from graphruntime import Calculator, CalculatorContext, CalculatorContract, register_calculator
@@ -102,6 +103,7 @@ class HttpLLMCalculator(Calculator):
         cc.outputs.declare(LOOPBACK, bool)
         cc.input_side_packets.declare(RESOURCES, dict)
         cc.input_side_packets.declare(EXECUTION_CONTEXTS, optional=True)
+        cc.use_service(MEDIA_POLICY, optional=True)
         # OVMS graphs name this handler themselves; this default keeps graphs that forget it alive.
         cc.set_input_stream_handler("SyncSetInputStreamHandler", _sync_set_options())
         if cc.options(LLMCalculatorOptions) is None:
@@ -146,7 +148,8 @@ class HttpLLMCalculator(Calculator):
             include_usage=request.include_usage,
             top_logprobs=request.sampling.top_logprobs,
         )
-        self.events = aiter(self.servable.generate(request))
+        media = cc.service(MEDIA_POLICY) if cc.has_service(MEDIA_POLICY) else None
+        self.events = aiter(self.servable.generate(request, media))
         if request.stream:
             await self._stream_step(cc)
         else:

@@ -36,6 +36,7 @@ from servables.engine.messages import (
     SequenceDelta,
     Shutdown,
     StepOutputs,
+    send_command,
 )
 from servables.errors import EngineDead, InvalidRequest, ServableError, ServableLoadError
 
@@ -156,7 +157,7 @@ class EngineClient:
         while True:
             message = self._outbox.get()
             try:
-                connection.send(message)
+                send_command(connection, message)
             except (OSError, ValueError):
                 return
             if isinstance(message, Shutdown):

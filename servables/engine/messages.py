@@ -2,14 +2,25 @@
 
 Plain dataclasses sent with pickle over multiprocessing pipes. Prompts travel as token ids (the
 frontend renders templates and tokenizes) or as text when the engine must tokenize (vision models,
-whose prompts embed image placeholders). One `StepOutputs` carries everything one engine step
-produced, so the per-token cost of the pipe is amortized over the batch.
+whose prompts embed image placeholders). Images travel decoded, as RGB (height, width, 3) uint8
+arrays: the layout openvino-genai takes, so the worker wraps them in tensors without a copy and
+never spends engine time on decoding. Commands go through `send_command` / `receive_command`,
+which pickle with protocol 5 and move array buffers out of band (PEP 574): the pixels go from the
+frontend's array into the pipe and from the pipe into the worker's array with no pickle copies,
+which cut a 4096x4096 image's transfer from ~150 to ~110 ms here (the worker reads it between
+two engine steps). One `StepOutputs` carries everything one engine step produced, so the
+per-token cost of the pipe is amortized over the batch.
 """
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 
 @dataclass(frozen=True)
@@ -33,6 +44,7 @@ class AddRequest:
     config: dict[str, Any]
     # Sequences arrive only when finished (beam search): read_all at the end, not per step.
     final_only: bool = False
+    images: tuple[npt.NDArray[np.uint8], ...] = ()  # RGB HWC uint8, in prompt order
 
 
 @dataclass(frozen=True)
@@ -66,6 +78,7 @@ class SequenceDelta:
     token_ids: list[int]
     logprobs: list[float]
     finish_reason: str | None  # "stop", "length", or None while running
+    # The prompt's token count; for text prompts (vision models) only known, and set, at the end.
     prompt_tokens: int = 0
 
 
@@ -104,3 +117,24 @@ class Outbox:
 
     deltas: list[SequenceDelta] = field(default_factory=list)
     failures: list[RequestFailed] = field(default_factory=list)
+
+
+def send_command(connection: Connection, message: Any) -> None:
+    """Send a command: its pickle (protocol 5), then each out-of-band buffer as raw bytes."""
+    buffers: list[pickle.PickleBuffer] = []
+    payload = pickle.dumps(message, protocol=5, buffer_callback=buffers.append)
+    views = [buffer.raw() for buffer in buffers]
+    connection.send((payload, [view.nbytes for view in views]))
+    for view in views:
+        connection.send_bytes(view)
+
+
+def receive_command(connection: Connection) -> Any:
+    """Receive what `send_command` sent; arrays come back writable, backed by their own bytes."""
+    payload, sizes = connection.recv()
+    buffers = []
+    for size in sizes:
+        buffer = bytearray(size)
+        connection.recv_bytes_into(buffer)
+        buffers.append(buffer)
+    return pickle.loads(payload, buffers=buffers)

@@ -10,6 +10,11 @@ Stateful pipelines (LLMPipeline / VLMPipeline, chosen for NPU or `pipeline_type:
 request at a time: `generate()` runs on the main thread (it releases the GIL) while a reader thread
 takes commands, so an abort reaches the streamer callback, which then returns CANCEL.
 
+Vision prompts arrive as rendered text plus RGB uint8 images. They are added with
+`apply_chat_template` off (the frontend already rendered the template; genai would otherwise wrap
+the prompt in it a second time), and their exact prompt token count, known only to the engine, is
+read from the request's VLM perf metrics once it finishes.
+
 If `step()` raises, the pipeline cannot be trusted any more: the worker reports `EngineFailed` and
 exits; the frontend fails the in-flight requests and marks the servable unavailable.
 """
@@ -40,8 +45,9 @@ from servables.engine.messages import (
     SequenceDelta,
     Shutdown,
     StepOutputs,
+    receive_command,
 )
-from servables.llm.model_files import tokenizer_location
+from servables.llm.model_files import openable_gguf, tokenizer_location
 
 logger = logging.getLogger("graphrt.engine")
 
@@ -124,7 +130,7 @@ def _properties(spec: EngineSpec) -> dict[str, Any]:
     properties = dict(spec.properties)
     if spec.draft:
         draft = dict(spec.draft)
-        path = draft.pop("models_path")
+        path = str(openable_gguf(Path(draft.pop("models_path"))))
         device = draft.pop("device", "") or spec.device
         scheduler = draft.pop("scheduler", None)
         if scheduler:
@@ -137,14 +143,15 @@ def build_pipeline(spec: EngineSpec) -> Any:
     import openvino_genai
 
     properties = _properties(spec)
+    models_path = str(openable_gguf(Path(spec.models_path)))
     if spec.kind in ("LM_CB", "VLM_CB"):
         return openvino_genai.ContinuousBatchingPipeline(
-            spec.models_path, _scheduler_config(spec.scheduler), spec.device, properties
+            models_path, _scheduler_config(spec.scheduler), spec.device, properties
         )
     if spec.kind == "LM":
-        return openvino_genai.LLMPipeline(spec.models_path, spec.device, **properties)
+        return openvino_genai.LLMPipeline(models_path, spec.device, **properties)
     if spec.kind == "VLM":
-        return openvino_genai.VLMPipeline(spec.models_path, spec.device, **properties)
+        return openvino_genai.VLMPipeline(models_path, spec.device, **properties)
     raise ValueError(f"unsupported pipeline type {spec.kind}")
 
 
@@ -164,16 +171,42 @@ def generation_config(pipeline: Any, fields: dict[str, Any]) -> Any:
     return config
 
 
+def image_tensors(images: tuple[Any, ...]) -> list[Any]:
+    """ov.Tensors over the RGB HWC uint8 arrays, sharing their memory (genai encodes the images
+    inside add_request / generate, while the message that owns the arrays is still alive)."""
+    import openvino as ov
+
+    return [ov.Tensor(image, shared_memory=True) for image in images]
+
+
+def vlm_prompt_tokens(results_or_handle: Any) -> int:
+    """The engine's prompt token count of a finished vision request (0 if unavailable)."""
+    try:
+        getter = getattr(results_or_handle, "get_vlm_perf_metrics", None)
+        metrics = getter() if getter is not None else results_or_handle.perf_metrics
+        return int(metrics.get_num_input_tokens())
+    except (RuntimeError, AttributeError):
+        return 0
+
+
 class _Live:
     """A request inside the continuous-batching pipeline."""
 
-    __slots__ = ("final_only", "finished", "handle", "prompt_tokens", "request_id")
+    __slots__ = ("final_only", "finished", "handle", "prompt_tokens", "request_id", "text_prompt")
 
-    def __init__(self, request_id: int, handle: Any, final_only: bool, prompt_tokens: int) -> None:
+    def __init__(
+        self,
+        request_id: int,
+        handle: Any,
+        final_only: bool,
+        prompt_tokens: int,
+        text_prompt: bool = False,
+    ) -> None:
         self.request_id = request_id
         self.handle = handle
         self.final_only = final_only
         self.prompt_tokens = prompt_tokens
+        self.text_prompt = text_prompt  # counted by the engine: read the count when finished
         self.finished: set[int] = set()
 
 
@@ -197,7 +230,7 @@ class ContinuousBatchingLoop:
             busy = bool(self.live) or self.settle_steps > 0
             timeout: float | None = 0 if busy else None
             while self.commands.poll(timeout):
-                message = self.commands.recv()
+                message = receive_command(self.commands)
                 if isinstance(message, Shutdown):
                     return
                 self.handle(message, outbox)
@@ -248,17 +281,27 @@ class ContinuousBatchingLoop:
         try:
             config = generation_config(self.pipeline, message.config)
             if message.prompt_ids is not None:
-                prompt: Any = ov.Tensor(np.asarray([message.prompt_ids], dtype=np.int64))
+                prompt = ov.Tensor(np.asarray([message.prompt_ids], dtype=np.int64))
+                handle = self.pipeline.add_request(message.request_id, prompt, config)
                 prompt_tokens = len(message.prompt_ids)
             else:
-                prompt = message.prompt_text
+                config.apply_chat_template = False
+                handle = self.pipeline.add_request(
+                    message.request_id,
+                    message.prompt_text,
+                    image_tensors(message.images),
+                    config,
+                )
                 prompt_tokens = 0
-            handle = self.pipeline.add_request(message.request_id, prompt, config)
         except (RuntimeError, ValueError, TypeError) as error:
             outbox.failures.append(RequestFailed(message.request_id, str(error), True))
             return
         self.live[message.request_id] = _Live(
-            message.request_id, handle, message.final_only, prompt_tokens
+            message.request_id,
+            handle,
+            message.final_only,
+            prompt_tokens,
+            text_prompt=message.prompt_ids is None,
         )
 
     def collect(self, outbox: Outbox) -> None:
@@ -266,6 +309,8 @@ class ContinuousBatchingLoop:
         for request_id, live in list(self.live.items()):
             handle = live.handle
             state = handle.get_status()
+            if live.text_prompt and state == status.FINISHED and not live.prompt_tokens:
+                live.prompt_tokens = vlm_prompt_tokens(handle)
             if live.final_only:
                 if state == status.FINISHED:
                     for index, output in enumerate(handle.read_all()):
@@ -336,7 +381,7 @@ class StatefulLoop:
     def reader(self) -> None:
         while True:
             try:
-                message = self.commands.recv()
+                message = receive_command(self.commands)
             except (EOFError, OSError):
                 message = Shutdown()
             if isinstance(message, Shutdown):
@@ -404,10 +449,17 @@ class StatefulLoop:
             if request.prompt_ids is not None:
                 ids = ov.Tensor(np.asarray([request.prompt_ids], dtype=np.int64))
                 mask = ov.Tensor(np.ones((1, len(request.prompt_ids)), dtype=np.int64))
-                prompt: Any = openvino_genai.TokenizedInputs(ids, mask)
-            else:
-                prompt = request.prompt_text
-            self.pipeline.generate(prompt, config, Streamer())
+                prompt = openvino_genai.TokenizedInputs(ids, mask)
+                self.pipeline.generate(prompt, config, Streamer())
+            else:  # VLMPipeline: rendered text and images
+                config.apply_chat_template = False
+                results = self.pipeline.generate(
+                    request.prompt_text,
+                    images=image_tensors(request.images),
+                    generation_config=config,
+                    streamer=Streamer(),
+                )
+                prompt_tokens = vlm_prompt_tokens(results)
         except (RuntimeError, ValueError, TypeError) as error:
             self.events.send(
                 StepOutputs(
@@ -428,7 +480,7 @@ class StatefulLoop:
 
 def main(commands: Connection, events: Connection) -> None:
     """Process entry point: the first command is the EngineSpec."""
-    spec = commands.recv()
+    spec = receive_command(commands)
     assert isinstance(spec, EngineSpec)
     logging.basicConfig(
         level=spec.log_level,

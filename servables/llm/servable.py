@@ -8,6 +8,12 @@ the prompt), `best_of` as one beam search whose results arrive at the end.
 Requests are streamed as `GenerationEvent`s, one per engine step that touched them. Closing the
 async iterator early (client gone) aborts the engine requests, which frees their KV cache at the
 next engine step.
+
+Vision-language servables (VLM_CB, VLM) take the rendered prompt as text, with OVMS's
+`<ov_genai_image_N>` tags where the images were, plus the images as RGB uint8 arrays: openvino-genai
+swaps each tag for the model's own placeholder and tokenizes inside the engine. So the frontend's
+token count of such a prompt is only an estimate for the length checks (an image's tokens depend on
+its size and the model's preprocessing); usage reports the engine's exact count.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from servables.llm.model_files import (
     is_gguf,
     max_model_length,
 )
+from servables.media.images import ImageArray
+from servables.media.sources import MediaPolicy, load_images
 from servables.openai.protocol import GenerationRequest, Limits
 from servables.openai.responses import TokenLogprob, Usage
 
@@ -43,6 +51,19 @@ logger = logging.getLogger(__name__)
 FALLBACK_MAX_NEW_TOKENS = 4096
 USAGE_LOG_SECONDS = 5.0
 DEFAULT_SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "repetition_penalty", "do_sample")
+
+
+def check_image_count(kind: PipelineType, device: str, count: int) -> None:
+    """OVMS's rule for VLMs on NPU (docs/llm/reference.md): exactly one image per request.
+
+    OVMS documents that other requests are rejected on NPU, so they are here too, before any
+    image is fetched; on other devices any number of images (also none) is fine.
+    """
+    if kind is PipelineType.VLM and device.upper().startswith("NPU") and count != 1:
+        raise InvalidRequest(
+            f"VLM servables on NPU accept exactly one image per request, but {count} were provided",
+            param="messages",
+        )
 
 
 class ServableState(enum.Enum):
@@ -357,18 +378,29 @@ class LLMServable:
         prompt_ids: list[int],
         prompt_text: str,
         config: dict[str, Any],
+        images: list[ImageArray],
     ) -> list[AddRequest]:
         sampling = request.sampling
         engine = self.engine
         text_prompt = prompt_text if self.kind.vision else None
         ids = None if self.kind.vision else prompt_ids
+        pictures = tuple(images)
         if sampling.best_of:
             beams = dict(config)
             beams.update(
                 num_beams=sampling.best_of, num_return_sequences=sampling.n, do_sample=False
             )
             beams.pop("temperature", None)
-            return [AddRequest(engine.new_request_id(), ids, text_prompt, beams, final_only=True)]
+            return [
+                AddRequest(
+                    engine.new_request_id(),
+                    ids,
+                    text_prompt,
+                    beams,
+                    final_only=True,
+                    images=pictures,
+                )
+            ]
         seed = sampling.seed
         requests = []
         for index in range(sampling.n):
@@ -377,27 +409,52 @@ class LLMServable:
                 choice_config["rng_seed"] = (
                     seed + index if seed is not None else random.getrandbits(31)
                 )
-            requests.append(AddRequest(engine.new_request_id(), ids, text_prompt, choice_config))
+            requests.append(
+                AddRequest(
+                    engine.new_request_id(), ids, text_prompt, choice_config, images=pictures
+                )
+            )
         return requests
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationEvent]:
-        """Run a validated request; see the module docstring."""
+    async def _images(
+        self, request: GenerationRequest, media: MediaPolicy | None
+    ) -> list[ImageArray]:
+        if not request.images:
+            return []
+        loaded = await load_images(
+            [(image.url, image.param) for image in request.images], media or MediaPolicy()
+        )
+        return [image.pixels for image in loaded]
+
+    async def generate(
+        self, request: GenerationRequest, media: MediaPolicy | None = None
+    ) -> AsyncIterator[GenerationEvent]:
+        """Run a validated request; see the module docstring.
+
+        `media` says where images may come from (the server's --allowed_local_media_path and
+        --allowed_media_domains); without it only base64 data URLs are accepted.
+        """
         if not self.available:
             raise ServableNotReady(
                 f"Model {self.name} is not available: {self.error or self.state.value}"
             )
         self._check_capabilities(request)
         prompt_ids, prompt_text = self._prompt(request)
+        check_image_count(self.kind, self.config.device, len(request.images))
         max_new_tokens = self._max_new_tokens(request, len(prompt_ids))
         config = self._config(request, max_new_tokens)
-        engine_requests = self._requests(request, prompt_ids, prompt_text, config)
+        # Last: everything cheap to refuse has been checked before any image is fetched.
+        images = await self._images(request, media)
+        engine_requests = self._requests(request, prompt_ids, prompt_text, config, images)
         sampling = request.sampling
         stats = RequestStats(submitted=time.perf_counter(), prompt_tokens=len(prompt_ids))
         logger.debug(
-            "%s: request %s, %d prompt tokens, max_new_tokens %d, n %d, stream %s",
+            "%s: request %s, %s%d prompt tokens, %d image(s), max_new_tokens %d, n %d, stream %s",
             self.name,
             engine_requests[0].request_id,
+            "~" if self.kind.vision else "",
             len(prompt_ids),
+            len(images),
             max_new_tokens,
             sampling.n,
             request.stream,
@@ -470,6 +527,8 @@ class LLMServable:
                 if update is None:
                     update = updates[index] = ChoiceUpdate(index, "", prefix=choice.prefix)
                     choice.prefix = ""
+                if delta.prompt_tokens:  # the engine's exact count (vision prompts)
+                    stats.prompt_tokens = delta.prompt_tokens
                 tokens = delta.token_ids
                 if tokens:
                     if stats.first_token is None:

@@ -20,6 +20,9 @@ from servables.errors import InvalidRequest
 
 UINT32_MAX = 4_294_967_295
 MAX_STOP_STRINGS = 16
+# openvino-genai's model-independent image placeholder is `<ov_genai_image_N>`; clients may not
+# write it themselves (they could point at another request's image slot or break the count).
+IMAGE_TAG_PREFIX = "<ov_genai_image_"
 
 Endpoint = Literal["chat", "completions"]
 
@@ -86,6 +89,14 @@ class SamplingRequest:
     skip_special_tokens: bool = True
 
 
+@dataclass(frozen=True)
+class ImageInput:
+    """One image_url part: its URL (data, http(s) or path) and where it was in the request."""
+
+    url: str
+    param: str  # e.g. "messages[1].content[0].image_url.url", for error messages
+
+
 @dataclass
 class GenerationRequest:
     """A validated request for either endpoint."""
@@ -100,8 +111,13 @@ class GenerationRequest:
     echo: bool = False
     tools: list[dict[str, Any]] | None = None
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
-    has_images: bool = False
+    # image_url parts in order; message content holds `<ov_genai_image_N>` where image N was
+    images: list[ImageInput] = field(default_factory=list)
     ignored_fields: list[str] = field(default_factory=list)
+
+    @property
+    def has_images(self) -> bool:
+        return bool(self.images)
 
 
 @dataclass(frozen=True)
@@ -305,11 +321,28 @@ def _sampling(
 # ---------------------------------------------------------------------------------- messages
 
 
-def _text_of_parts(parts: list[Any], index: int) -> tuple[str, bool]:
-    """Joined text of a content-part list, and whether it holds images."""
+def _image_url(part: dict[str, Any], index: int, position: int) -> str:
+    image_url = part.get("image_url")
+    url = image_url.get("url") if isinstance(image_url, dict) else None
+    if not isinstance(url, str) or not url:
+        raise InvalidRequest(
+            f"Invalid message structure - image_url part in message {index} has no url string",
+            param=f"messages[{index}].content[{position}].image_url",
+        )
+    return url
+
+
+def _content_of_parts(parts: list[Any], index: int, images: list[ImageInput]) -> tuple[str, str]:
+    """(text only, content for the template) of a content-part list; appends its images.
+
+    As in OVMS, each image becomes the text `<ov_genai_image_N>` (N counts images across the
+    whole conversation), which openvino-genai replaces with the model's own image placeholder;
+    a message with images joins its parts with newlines, OVMS's flattening. The text alone is
+    what the restricted-tag check looks at.
+    """
     texts: list[str] = []
-    images = False
-    for part in parts:
+    pieces: list[str] = []
+    for position, part in enumerate(parts):
         if not isinstance(part, dict):
             raise InvalidRequest(
                 f"Invalid message structure - content part in message {index} is not an object",
@@ -324,16 +357,22 @@ def _text_of_parts(parts: list[Any], index: int) -> tuple[str, bool]:
                     param=f"messages[{index}].content",
                 )
             texts.append(text)
+            pieces.append(text)
         elif kind == "image_url":
-            images = True
+            url = _image_url(part, index, position)
+            pieces.append(f"{IMAGE_TAG_PREFIX}{len(images)}>")
+            images.append(ImageInput(url, f"messages[{index}].content[{position}].image_url.url"))
         else:
             raise InvalidRequest(
                 f"Unsupported content type: {kind!r}", param=f"messages[{index}].content"
             )
-    return "".join(texts), images
+    text_only = "".join(texts)
+    if len(pieces) == len(texts):
+        return text_only, text_only
+    return text_only, "\n".join(pieces)
 
 
-def _messages(body: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
+def _messages(body: dict[str, Any]) -> tuple[list[dict[str, Any]], list[ImageInput]]:
     messages = body.get("messages")
     if messages is None:
         raise InvalidRequest("Messages missing in request", param="messages")
@@ -342,7 +381,7 @@ def _messages(body: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
     if not messages:
         raise InvalidRequest("Messages array cannot be empty", param="messages")
     normalized: list[dict[str, Any]] = []
-    has_images = False
+    images: list[ImageInput] = []
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
             raise InvalidRequest("Message is not a JSON object", param=f"messages[{index}]")
@@ -353,16 +392,17 @@ def _messages(body: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
             raise InvalidRequest("role is not a string", param=f"messages[{index}].role")
         content = message.get("content")
         if content is None:
-            content = ""
+            content = text = ""
         elif isinstance(content, list):
-            content, images = _text_of_parts(content, index)
-            has_images = has_images or images
-        elif not isinstance(content, str):
+            text, content = _content_of_parts(content, index, images)
+        elif isinstance(content, str):
+            text = content
+        else:
             raise InvalidRequest(
                 "Invalid message structure - content should be a string or an array",
                 param=f"messages[{index}].content",
             )
-        if "<ov_genai_image" in content:
+        if IMAGE_TAG_PREFIX[:-1] in text:
             raise InvalidRequest(
                 "Message contains restricted <ov_genai_image> tag", param=f"messages[{index}]"
             )
@@ -378,7 +418,7 @@ def _messages(body: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
                 for call in calls
             ]
         normalized.append(entry)
-    return normalized, has_images
+    return normalized, images
 
 
 def _prompt(body: dict[str, Any]) -> str | list[int]:
@@ -424,7 +464,7 @@ def parse_request(body: Any, endpoint: Endpoint, limits: Limits) -> GenerationRe
     known = _COMMON_FIELDS | (_CHAT_FIELDS if endpoint == "chat" else _COMPLETION_FIELDS)
     request.ignored_fields = sorted(set(body) - known)
     if endpoint == "chat":
-        request.messages, request.has_images = _messages(body)
+        request.messages, request.images = _messages(body)
         tools = body.get("tools")
         if tools is not None:
             if not isinstance(tools, list):

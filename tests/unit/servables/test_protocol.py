@@ -16,6 +16,7 @@ from servables.openai.protocol import (
     UINT32_MAX,
     Endpoint,
     GenerationRequest,
+    ImageInput,
     Limits,
     parse_request,
 )
@@ -243,15 +244,49 @@ def test_content_parts_are_joined() -> None:
     assert request.has_images is False
 
 
-def test_image_url_part_sets_has_images() -> None:
-    parts = [
-        {"type": "text", "text": "What is this?"},
-        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
-    ]
+def image(url: str) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def test_image_url_part_becomes_a_numbered_tag() -> None:
+    parts = [{"type": "text", "text": "What is this?"}, image("data:image/png;base64,AAAA")]
     messages = [{"role": "user", "content": "plain"}, {"role": "user", "content": parts}]
     request = parse(chat(messages=messages))
     assert request.has_images is True
-    assert request.messages[1]["content"] == "What is this?"
+    assert request.messages[1]["content"] == "What is this?\n<ov_genai_image_0>"
+    assert request.images == [
+        ImageInput("data:image/png;base64,AAAA", "messages[1].content[1].image_url.url")
+    ]
+
+
+def test_images_are_numbered_across_messages_in_order() -> None:
+    messages = [
+        {
+            "role": "user",
+            "content": [image("a.png"), image("b.png"), {"type": "text", "text": "?"}],
+        },
+        {"role": "assistant", "content": "two"},
+        {"role": "user", "content": [image("c.png")]},
+    ]
+    request = parse(chat(messages=messages))
+    assert [m["content"] for m in request.messages] == [
+        "<ov_genai_image_0>\n<ov_genai_image_1>\n?",
+        "two",
+        "<ov_genai_image_2>",
+    ]
+    assert [i.url for i in request.images] == ["a.png", "b.png", "c.png"]
+    assert request.images[2].param == "messages[2].content[0].image_url.url"
+
+
+@pytest.mark.parametrize("image_url", [None, {}, {"url": ""}, {"url": 5}, "data:image/png"])
+def test_image_url_part_without_url(image_url: Any) -> None:
+    assert_refused(
+        chat(
+            messages=[{"role": "user", "content": [{"type": "image_url", "image_url": image_url}]}]
+        ),
+        "Invalid message structure - image_url part in message 0 has no url string",
+        "messages[0].content[0].image_url",
+    )
 
 
 def test_content_part_not_an_object() -> None:

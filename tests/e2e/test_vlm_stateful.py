@@ -1,0 +1,171 @@
+"""`--pipeline_type VLM`: the stateful VLMPipeline servable (OVMS's NPU path), one request at a
+time, with images; started with no media flags, so only base64 data URLs are accepted."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import openai
+import pytest
+
+if TYPE_CHECKING:
+    from conftest import LaunchExact, Pictures, Server, VlmGolden
+
+MODEL = "tiny-vlm-stateful"
+MAX_TOKENS = 24
+SIZES = [(100, 140), (64, 80), (200, 90)]
+
+
+@pytest.fixture(scope="module")
+def stateful_server(tiny_vlm_dir: Path, launch_exact: LaunchExact) -> Iterator[Server]:
+    args = ["--model_path", str(tiny_vlm_dir), "--model_name", MODEL, "--pipeline_type", "VLM"]
+    with launch_exact(args, model=MODEL) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def client(stateful_server: Server) -> Iterator[openai.OpenAI]:
+    with stateful_server.client() as sdk:
+        yield sdk
+
+
+def image_part(url: str) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def conversation(urls: Sequence[str], question: str = "What is this?") -> list[Any]:
+    """All images but the last in a first user message, the last one after a reply."""
+    if len(urls) == 1:
+        return [
+            {"role": "user", "content": [{"type": "text", "text": question}, image_part(urls[0])]}
+        ]
+    return [
+        {"role": "user", "content": [image_part(url) for url in urls[:-1]]},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": [image_part(urls[-1]), {"type": "text", "text": question}]},
+    ]
+
+
+@pytest.mark.parametrize(("count", "stream"), [(1, False), (2, True), (3, False), (3, True)])
+def test_images_match_the_engine(
+    client: openai.OpenAI,
+    pictures: Pictures,
+    vlm_stateful_golden: VlmGolden,
+    count: int,
+    stream: bool,
+) -> None:
+    images = [pictures.make(*SIZES[i], seed=50 + i) for i in range(count)]
+    messages = conversation([pictures.png_url(image) for image in images])
+    expected = vlm_stateful_golden.chat(messages, images, MAX_TOKENS)
+
+    if stream:
+        chunks = client.chat.completions.create(
+            model=MODEL,
+            messages=messages,
+            temperature=0,
+            max_tokens=MAX_TOKENS,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        texts: list[str] = []
+        usage = None
+        with chunks:
+            for chunk in chunks:
+                usage = chunk.usage or usage
+                texts.extend(choice.delta.content or "" for choice in chunk.choices)
+        assert "".join(texts) == expected.text
+    else:
+        response = client.chat.completions.create(
+            model=MODEL, messages=messages, temperature=0, max_tokens=MAX_TOKENS
+        )
+        assert response.choices[0].message.content == expected.text
+        assert response.choices[0].finish_reason == "length"
+        usage = response.usage
+    assert usage is not None
+    assert usage.prompt_tokens == expected.prompt_tokens
+    assert usage.completion_tokens == MAX_TOKENS
+
+
+async def test_requests_are_served_one_at_a_time(
+    stateful_server: Server, pictures: Pictures, vlm_stateful_golden: VlmGolden
+) -> None:
+    """Two streams sent together: both answers are right, and no token of the second arrives
+    before the last token of the first (the VLM_CB servable interleaves them instead)."""
+    images = [pictures.make(*SIZES[i], seed=60 + i) for i in range(2)]
+    conversations = [conversation([pictures.png_url(image)]) for image in images]
+    expected = [
+        vlm_stateful_golden.chat(m, [i], 150) for m, i in zip(conversations, images, strict=True)
+    ]
+
+    async with stateful_server.async_client() as sdk:
+
+        async def one(messages: list[Any]) -> tuple[str, list[float]]:
+            stream = await sdk.chat.completions.create(
+                model=MODEL,
+                messages=messages,
+                temperature=0,
+                max_tokens=150,
+                stream=True,
+            )
+            texts: list[str] = []
+            arrivals: list[float] = []
+            async with stream:
+                async for chunk in stream:
+                    content = chunk.choices[0].delta.content if chunk.choices else None
+                    if content:
+                        texts.append(content)
+                        arrivals.append(time.monotonic())
+            return "".join(texts), arrivals
+
+        (first, first_times), (second, second_times) = await asyncio.wait_for(
+            asyncio.gather(one(conversations[0]), one(conversations[1])), 60
+        )
+
+    assert [first, second] == [e.text for e in expected]
+    earlier, later = sorted([first_times, second_times], key=lambda times: times[0])
+    assert earlier[-1] <= later[0], "the stateful pipeline ran two requests at once"
+
+
+def test_local_files_are_off_by_default(stateful_server: Server) -> None:
+    body = {
+        "model": MODEL,
+        "max_tokens": 4,
+        "messages": conversation(["/etc/hostname"]),
+    }
+    with stateful_server.http() as http:
+        response = http.post("/v3/chat/completions", json=body)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["message"] == "Loading images from local filesystem is disabled."
+    assert error["param"] == "messages[0].content[1].image_url.url"
+
+
+def test_urls_are_off_by_default(stateful_server: Server) -> None:
+    body = {
+        "model": MODEL,
+        "max_tokens": 4,
+        "messages": conversation(["http://127.0.0.1:9/zebra.png"]),
+    }
+    with stateful_server.http() as http:
+        response = http.post("/v3/chat/completions", json=body)
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == (
+        "Given url does not match any allowed domain from allowed_media_domains"
+    )
+
+
+def test_logprobs_refused(client: openai.OpenAI, pictures: Pictures) -> None:
+    messages = conversation([pictures.png_url(pictures.make(*SIZES[0], seed=70))])
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(
+            model=MODEL,
+            messages=messages,
+            max_tokens=4,
+            logprobs=True,
+        )
+    body = caught.value.body
+    assert isinstance(body, dict) and body["param"] == "logprobs"
