@@ -32,8 +32,8 @@ table shows the others' share. With `--rounds N` every level runs N engine/serve
 table shows medians (ratios and differences are taken per pair).
 
     python benchmarks/serving.py [--model PATH.gguf] [--server-url URL | --start-server]
-        [--concurrency 1 8 32] [--num-prompts N] [--max-tokens 128] [--rounds 1]
-        [--skip-engine] [--cache-size GB] [--json out.json] [--quiet]
+        [--server-pids PID ...] [--concurrency 1 8 32] [--num-prompts N] [--max-tokens 128]
+        [--rounds 1] [--skip-engine] [--cache-size GB] [--json out.json] [--quiet]
 """
 
 from __future__ import annotations
@@ -532,15 +532,16 @@ class CpuUse:
 
 
 class CpuMeter:
-    """Measures this process, the machine and, if known, the server and its engine worker."""
+    """Measures this process, the machine and, if known, the server(s) and their engine workers
+    (several servers, e.g. replicas behind a proxy, are summed)."""
 
-    def __init__(self, server_pid: int | None) -> None:
-        self.server_pid = server_pid
-        self.workers = child_pids(server_pid) if server_pid else []
+    def __init__(self, server_pids: Sequence[int]) -> None:
+        self.server_pids = list(server_pids)
+        self.workers = [child for pid in self.server_pids for child in child_pids(pid)]
 
     def snapshot(self) -> tuple[float, ...]:
         times = os.times()
-        frontend = cpu_seconds(self.server_pid) if self.server_pid else 0.0
+        frontend = sum(cpu_seconds(pid) for pid in self.server_pids)
         engine = sum(cpu_seconds(pid) for pid in self.workers)
         busy, steal = system_cpu()
         return time.perf_counter(), times.user + times.system, frontend, engine, busy, steal
@@ -549,7 +550,7 @@ class CpuMeter:
         now = self.snapshot()
         delta = [b - a for a, b in zip(start, now, strict=True)]
         use = CpuUse(delta[0], delta[1], machine_busy_s=delta[4], steal_s=delta[5])
-        if self.server_pid:
+        if self.server_pids:
             use.frontend_s = delta[2]
             use.engine_worker_s = delta[3] if self.workers else None
         return use
@@ -898,6 +899,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="start `graphrt serve` on a free port (the default without --server-url)",
     )
     parser.add_argument(
+        "--server-pids",
+        type=int,
+        nargs="+",
+        help="with --server-url: the server processes whose CPU to report, e.g. the replicas "
+        "behind a load balancer (default: the local process listening on the URL's port)",
+    )
+    parser.add_argument(
         "--model-name",
         help="served model name (default: bench, or the first model of --server-url)",
     )
@@ -925,6 +933,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--quiet", action="store_true", help="print only the final table and CPU lines"
     )
     args = parser.parse_args(argv)
+    if args.server_pids and not args.server_url:
+        parser.error("--server-pids needs --server-url")
     if any(level < 1 for level in args.concurrency):
         parser.error("--concurrency values must be >= 1")
     if args.max_tokens < 2:
@@ -987,7 +997,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         for error in sorted({r.error for r in warm if not r.ok}):
             print(f"server warm-up error: {error}")
 
-        meter = CpuMeter(server.process.pid if server else listening_pid(base_url))
+        if server is not None:
+            server_pids = [server.process.pid]
+        elif args.server_pids:
+            server_pids = args.server_pids
+        else:
+            listening = listening_pid(base_url)
+            server_pids = [listening] if listening else []
+        meter = CpuMeter(server_pids)
         for concurrency in levels:
             count = args.num_prompts or max(2 * concurrency, 8)
             report = LevelReport(concurrency, count)
@@ -1060,6 +1077,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "config": {
                 "model": str(model) if model else None,
                 "server_url": args.server_url,
+                "server_pids": args.server_pids,
                 "concurrency": levels,
                 "num_prompts": args.num_prompts,
                 "rounds": args.rounds,

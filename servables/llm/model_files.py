@@ -10,11 +10,13 @@ metadata. The GGUF header is read directly: the `gguf` package would parse the w
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import hashlib
 import json
 import logging
 import os
+import shutil
 import struct
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -221,6 +223,42 @@ def cache_root() -> Path:
     return Path(os.environ.get("GRAPHRT_CACHE", Path.home() / ".cache" / "graphrt"))
 
 
+def _file_key(path: Path) -> str:
+    stat = path.stat()
+    key = hashlib.sha256(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return key.hexdigest()[:24]
+
+
+def openable_gguf(path: Path) -> Path:
+    """`path`, or for a GGUF this process may not write, a copy of it in the cache.
+
+    openvino-genai reads GGUF files with gguflib, whose gguf_init() opens them O_RDWR|O_APPEND
+    and maps them PROT_READ|PROT_WRITE, so a GGUF on a read-only mount (`docker run -v
+    models:/models:ro`, a read-only Kubernetes volume) or owned by another user fails with
+    "Failed to open ... with gguf_open". Such a file is copied once into the cache (keyed by its
+    path, size and mtime) and the copy is loaded; the original is never written.
+    """
+    if not is_gguf(path) or os.access(path, os.W_OK):
+        return path
+    target = cache_root() / "gguf" / _file_key(path) / path.name
+    if target.is_file() and target.stat().st_size == path.stat().st_size:
+        return target
+    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, partial)
+        partial.replace(target)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        logger.warning("%s is read-only and could not be copied (%s)", path, error)
+        return path
+    logger.info(
+        "%s is read-only; openvino-genai opens GGUF files read-write: using %s", path, target
+    )
+    return target
+
+
 TOKENIZER_FILES = ("openvino_tokenizer.xml", "openvino_detokenizer.xml")
 
 
@@ -235,9 +273,7 @@ def tokenizer_location(models_path: Path) -> Path:
     """
     if not is_gguf(models_path):
         return models_path
-    stat = models_path.stat()
-    key = hashlib.sha256(f"{models_path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode())
-    target = cache_root() / "tokenizers" / key.hexdigest()[:24]
+    target = cache_root() / "tokenizers" / _file_key(models_path)
     if all((target / name).is_file() for name in TOKENIZER_FILES):
         return target
     try:
@@ -246,7 +282,7 @@ def tokenizer_location(models_path: Path) -> Path:
         target.mkdir(parents=True, exist_ok=True)
         link = target / "model.gguf"
         link.unlink(missing_ok=True)
-        link.symlink_to(models_path.resolve())
+        link.symlink_to(openable_gguf(models_path).resolve())
         # Writes openvino_tokenizer.* and openvino_detokenizer.* next to the file it is given.
         openvino_genai.Tokenizer(str(link), enable_save_ov_model=True)
         link.unlink()

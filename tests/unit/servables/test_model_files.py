@@ -8,6 +8,7 @@ real SmolLM2 GGUF checks the reader against a file llama.cpp wrote.
 from __future__ import annotations
 
 import json
+import os
 import struct
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from servables.llm.model_files import (
     infer_pipeline_type,
     is_gguf,
     max_model_length,
+    openable_gguf,
     resolve_models_path,
 )
 
@@ -483,3 +485,65 @@ def test_pipeline_type_properties() -> None:
         PipelineType.VLM_CB,
     }
     assert {t for t in PipelineType if t.vision} == {PipelineType.VLM, PipelineType.VLM_CB}
+
+
+# ----------------------------------------------------------------------------- openable_gguf
+# openvino-genai opens GGUF files read-write (gguflib), so one this process may not write is
+# loaded from a copy in the cache. Root may write any file outside a read-only mount, so
+# "not writable" is simulated through os.access here; the container test mounts one for real.
+
+
+def read_only(monkeypatch: pytest.MonkeyPatch, *paths: Path) -> None:
+    real_access = os.access
+
+    def access(path: Any, mode: int, **kwargs: Any) -> bool:
+        if mode & os.W_OK and Path(path) in paths:
+            return False
+        return real_access(path, mode, **kwargs)
+
+    monkeypatch.setattr(os, "access", access)
+
+
+def test_writable_gguf_and_directories_are_used_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GRAPHRT_CACHE", str(tmp_path / "cache"))
+    model = tiny_gguf(tmp_path / "m.gguf")
+    assert openable_gguf(model) == model
+    read_only(monkeypatch, tmp_path)
+    assert openable_gguf(tmp_path) == tmp_path
+    assert not (tmp_path / "cache").exists()
+
+
+def test_read_only_gguf_is_copied_once_into_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GRAPHRT_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "models").mkdir()
+    model = tiny_gguf(tmp_path / "models" / "m.gguf")
+    read_only(monkeypatch, model)
+    copy = openable_gguf(model)
+    assert copy != model
+    assert copy.name == "m.gguf"
+    assert copy.is_relative_to(tmp_path / "cache" / "gguf")
+    assert copy.read_bytes() == model.read_bytes()
+    assert [path.name for path in copy.parent.iterdir()] == ["m.gguf"]  # no partial file left
+    mtime = copy.stat().st_mtime_ns
+    assert openable_gguf(model) == copy
+    assert copy.stat().st_mtime_ns == mtime  # reused, not copied again
+    # A changed file (size or mtime) gets a new copy.
+    tiny_gguf(model, context_length=4096)
+    os.utime(model, ns=(1, 1))
+    assert openable_gguf(model) != copy
+
+
+def test_read_only_gguf_without_a_writable_cache_is_used_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "cache"
+    blocker.write_text("a file where the cache directory should be", encoding="utf-8")
+    monkeypatch.setenv("GRAPHRT_CACHE", str(blocker))
+    model = tiny_gguf(tmp_path / "m.gguf")
+    read_only(monkeypatch, model)
+    assert openable_gguf(model) == model
+    assert "is read-only and could not be copied" in caplog.text
