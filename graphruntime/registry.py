@@ -5,11 +5,14 @@ Besides explicit registration (the decorators), a registry consults a Python ent
 on a miss, which is how installed packages (graphrt's own calculators included) make their
 calculators available without being imported up front: the entry point's name is the calculator
 name and its value the module or class to load, so only what a graph uses gets imported.
+A name of the form `package.module:ClassName` imports that class directly, so a graph can use
+a calculator from the user's own code with no registration at all.
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib
 import importlib.metadata
 import logging
 import threading
@@ -27,6 +30,10 @@ logger = logging.getLogger(__name__)
 
 CALCULATOR_ENTRY_POINTS = "graphrt.calculators"
 HANDLER_ENTRY_POINTS = "graphrt.input_stream_handlers"
+
+
+class RegistryError(LookupError):
+    """A `module:Class` name that cannot be imported; the message says why."""
 
 
 class Registry(Generic[T]):
@@ -58,13 +65,31 @@ class Registry(Generic[T]):
         item = self._items.get(name)
         if item is not None:
             return item
-        entry_point = self._entry_points().get(name)
-        if entry_point is None:
-            return None
-        loaded = entry_point.load()
+        if ":" in name:
+            loaded = self._import(name)
+        else:
+            entry_point = self._entry_points().get(name)
+            if entry_point is None:
+                return None
+            loaded = entry_point.load()
         if isinstance(loaded, type) and issubclass(loaded, self.base):
             self._items.setdefault(name, loaded)  # type: ignore[arg-type]
         return self._items.get(name)
+
+    def _import(self, name: str) -> Any:
+        module_name, _, attribute = name.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as error:  # ImportError, or whatever the module raised while loading
+            raise RegistryError(
+                f"cannot import module {module_name!r}: {type(error).__name__}: {error}"
+            ) from error
+        loaded = getattr(module, attribute, None)
+        if not (isinstance(loaded, type) and issubclass(loaded, self.base)):
+            raise RegistryError(
+                f"{module_name!r} has no {self.base.__name__} subclass named {attribute!r}"
+            )
+        return loaded
 
     def names(self) -> list[str]:
         return sorted(set(self._items) | set(self._entry_points()))

@@ -31,7 +31,7 @@ from graphruntime.errors import (
     ValidationIssue,
 )
 from graphruntime.executors import ExecutorSet
-from graphruntime.registry import calculators, input_stream_handlers
+from graphruntime.registry import RegistryError, calculators, input_stream_handlers
 from graphruntime.services import GraphService
 from graphruntime.stream_handlers import InputStreamHandler
 from graphruntime.tags import TagError, TagMap, parse_tag_index, parse_tag_index_name
@@ -405,7 +405,14 @@ class _Validator:
         if node.max_in_flight < 0:
             self.out.error("max_in_flight must not be negative.", location)
 
-        calculator = calculators.get(node.calculator)
+        try:
+            calculator = calculators.get(node.calculator)
+        except RegistryError as error:
+            self.out.error(
+                f'Unable to load Calculator "{node.calculator}": {error}',
+                self.location(*where, "calculator"),
+            )
+            return result
         if calculator is None:
             hint = calculators.suggestion(node.calculator)
             self.out.error(

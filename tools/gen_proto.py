@@ -18,6 +18,12 @@ from grpc_tools import protoc
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "proto"
+# Triton's and KServe's Python clients register the same `inference.*` messages in protobuf's
+# default descriptor pool; a process that imports one of them and graphrt's KServe module would
+# fail with "duplicate symbol". So KServe's messages are built in a pool of their own (the wire
+# format, and so compatibility, is unchanged).
+PRIVATE_POOL = {"graphruntime/server/kserve/grpc_predict_v2.proto"}
+DEFAULT_POOL = "_descriptor_pool.Default().AddSerializedFile("
 
 
 def proto_files() -> list[Path]:
@@ -35,8 +41,17 @@ def generate(out: Path) -> None:
             f"--pyi_out={out}",
             str(proto.relative_to(PROTO_ROOT)),
         ]
+        if "\nservice " in proto.read_text():
+            args.insert(-1, f"--grpc_python_out={out}")
         if protoc.main(args) != 0:
             raise SystemExit(f"protoc failed on {proto}")
+        relative = proto.relative_to(PROTO_ROOT).as_posix()
+        if relative in PRIVATE_POOL:
+            module = out / relative.replace(".proto", "_pb2.py")
+            text = module.read_text()
+            assert DEFAULT_POOL in text, f"unexpected protoc output for {relative}"
+            private = "_descriptor_pool.DescriptorPool().AddSerializedFile("
+            module.write_text(text.replace(DEFAULT_POOL, private))
 
 
 def main() -> None:

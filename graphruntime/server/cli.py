@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import logging
 import os
@@ -67,6 +68,35 @@ def show_file(path: str, output_format: str, output: str | None) -> int:
     else:
         sys.stdout.write(rendered)
     return 0
+
+
+def add_user_code_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--python_path",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="directory to import user calculators from (repeatable)",
+    )
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="module to import at startup, e.g. one that registers calculators (repeatable)",
+    )
+
+
+def load_user_code(paths: Sequence[str], modules: Sequence[str]) -> None:
+    """Make the user's calculators importable, and registered, before any graph loads."""
+    for path in reversed(paths):
+        sys.path.insert(0, str(Path(path).resolve()))
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as error:  # whatever the user's module raised while loading
+            raise StartupError(f"--import {module}: {type(error).__name__}: {error}") from error
 
 
 def _bool(text: str) -> bool:
@@ -140,7 +170,15 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--allowed_headers", default="*")
     serve.add_argument("--allow_credentials", type=_bool, default=False)
     serve.add_argument("--allowed_local_media_path")
-    serve.add_argument("--allowed_media_domains")
+    serve.add_argument(
+        "--allowed_media_domains", help="comma-separated hosts image URLs may use; 'all': any"
+    )
+    serve.add_argument(
+        "--media_download_timeout",
+        type=float,
+        default=10.0,
+        help="seconds an image URL download may take",
+    )
     serve.add_argument("--rest_workers", type=int, help="accepted for OVMS compatibility; unused")
     serve.add_argument(
         "--log_level",
@@ -177,6 +215,7 @@ def settings_from(args: argparse.Namespace) -> ServerSettings:
         allowed_headers=args.allowed_headers,
         allow_credentials=args.allow_credentials,
         allowed_local_media_path=args.allowed_local_media_path,
+        media_download_timeout=args.media_download_timeout,
         allowed_media_domains=args.allowed_media_domains.split(",")
         if args.allowed_media_domains
         else None,
@@ -267,8 +306,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
-    serve = commands.add_parser("serve", help="serve models over the OpenAI API (OVMS flags)")
+    serve = commands.add_parser(
+        "serve", help="serve models over the OpenAI and KServe APIs (OVMS flags)"
+    )
     add_serve_arguments(serve)
+    add_user_code_arguments(serve)
     export = commands.add_parser(
         "export", help="write a model directory, graph.pbtxt and config entry (export_model.py)"
     )
@@ -283,6 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument(
         "--parse-only", action="store_true", help="check only the text and schema"
     )
+    add_user_code_arguments(validate)
     show = graph_commands.add_parser("show", help="draw a graph's nodes, streams and back edges")
     show.add_argument("file", metavar="FILE")
     show.add_argument("--format", choices=sorted(FORMATS), default="text")
@@ -295,8 +338,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     level = "DEBUG" if args.log_level == "TRACE" else args.log_level
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Pillow logs every PNG chunk at DEBUG; request images would drown the server's own lines.
+    logging.getLogger("PIL").setLevel(max(logging.INFO, logging.getLogger().level))
     if args.command == "serve":
         try:
+            load_user_code(args.python_path, args.imports)
             return asyncio.run(serve(settings_from(args)))
         except (StartupError, OSError) as error:
             logger.error("%s", error)
@@ -305,6 +351,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_export(args)
     if args.command == "graph":
         if args.graph_command == "validate":
+            try:
+                load_user_code(args.python_path, args.imports)
+            except StartupError as error:
+                print(error, file=sys.stderr)
+                return 1
             return validate_files(args.files, args.parse_only)
         return show_file(args.file, args.format, args.output)
     parser.error(f"unknown command {args.command}")

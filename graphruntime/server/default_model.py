@@ -63,3 +63,9 @@ def default_model_path() -> Path:
         extracted.replace(target)
     logger.info("default model cached at %s", target)
     return target
+
+
+if __name__ == "__main__":
+    # `python -m graphruntime.server.default_model` prints the GGUF's path (fetching it first),
+    # for scripts that lay out a model repository around it.
+    print(default_model_path())

@@ -14,7 +14,7 @@ import contextlib
 import enum
 import logging
 import time
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from graphruntime.errors import GraphError
 from graphruntime.graph import Graph
 from graphruntime.packet import Packet
 from graphruntime.resources import GraphResources
+from graphruntime.services import GraphService
 from graphruntime.validation import ValidatedGraph
 from servables.errors import InvalidRequest, ServableError, ServableNotReady
 
@@ -31,6 +32,27 @@ logger = logging.getLogger(__name__)
 
 REQUEST_TAG = "HTTP_REQUEST_PAYLOAD"
 RESPONSE_TAG = "HTTP_RESPONSE_PAYLOAD"
+
+
+async def stopped(graph: Graph) -> None:
+    """Wait for a cancelled run to end, even if the waiting task is cancelled meanwhile.
+
+    A client that goes away mid-stream makes the handler's write fail, and the handler starts
+    cleaning up; then aiohttp cancels the handler for the lost connection while it waits here.
+    That cancellation must not cut the wait short: calculators would outlive the request and its
+    accounting (in-flight count, metrics) would leak. It is re-raised once the run is over.
+    """
+    waiter = asyncio.ensure_future(graph.wait_until_done())
+    cancelled = False
+    while not waiter.done():
+        try:
+            await asyncio.shield(waiter)
+        except asyncio.CancelledError:
+            cancelled = True
+        except GraphError:
+            pass  # the run's failures were reported to the request already
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 class State(enum.Enum):
@@ -56,14 +78,22 @@ class GraphDefinition:
     version: int = 1
     # Hash of the graph file when the definition was read, so a reload notices graph edits.
     fingerprint: str = ""
+    # Why the definition cannot load (a broken subconfig), reported when it is loaded.
+    problem: str | None = None
 
 
 class GraphServable:
     """See the module docstring."""
 
-    def __init__(self, definition: GraphDefinition, request_listeners: Iterable[Any] = ()) -> None:
+    def __init__(
+        self,
+        definition: GraphDefinition,
+        request_listeners: Iterable[Any] = (),
+        services: Mapping[GraphService[Any], Any] | None = None,
+    ) -> None:
         self.definition = definition
         self.request_listeners = list(request_listeners)
+        self.services = dict(services or {})
         self.name = definition.name
         self.state = State.START
         self.error: str | None = None
@@ -101,6 +131,8 @@ class GraphServable:
         started = time.perf_counter()
         logger.info("loading servable %s", self.name)
         try:
+            if self.definition.problem:
+                raise ServableError(self.definition.problem)
             graph = ValidatedGraph.from_config(self._config())
             inputs, outputs = graph.input_streams, graph.output_streams
             if inputs.has_tag(REQUEST_TAG):
@@ -143,36 +175,55 @@ class GraphServable:
             return []
         return [resource for resource in self.resources.all() if hasattr(resource, "engine")]
 
-    async def run_http(self, payload: Any) -> AsyncGenerator[bytes, None]:
-        """Run the graph for one HTTP request; yields response chunks."""
+    def check_ready(self) -> None:
+        """Raise ServableNotReady, with the reason, unless requests can run now."""
         if not self.available or self.graph is None or self.resources is None:
             raise ServableNotReady(
                 f"Model {self.name} is not available ({self.state.value}"
                 + (f": {self.error})" if self.error else ")")
             )
-        if not (self.request_stream and self.response_stream):
+
+    @contextlib.asynccontextmanager
+    async def graph_run(self) -> AsyncIterator[Graph]:
+        """A Graph for one request, with the servable's services; counted as in flight.
+
+        The caller registers pollers, calls `start_run(side_packets)`, feeds and reads it. If the
+        block exits before the run is done (an error, a client that went away), the run is
+        cancelled and waited for, so no calculator outlives the request.
+        """
+        self.check_ready()
+        assert self.graph is not None
+        self.in_flight += 1
+        self._idle.clear()
+        graph = Graph(self.graph, services=self.services)
+        try:
+            yield graph
+        finally:
+            try:
+                if graph.running:
+                    graph.cancel()
+                    await stopped(graph)
+            finally:
+                self.in_flight -= 1
+                if self.in_flight == 0:
+                    self._idle.set()
+
+    @property
+    def side_packets(self) -> dict[str, Any]:
+        return self.resources.side_packets if self.resources is not None else {}
+
+    async def run_http(self, payload: Any) -> AsyncGenerator[bytes, None]:
+        """Run the graph for one HTTP request; yields response chunks."""
+        if self.available and not (self.request_stream and self.response_stream):
             raise InvalidRequest(
                 f"Graph {self.name} does not take HTTP requests (it has no {REQUEST_TAG} input "
                 f"and {RESPONSE_TAG} output)"
             )
-        self.in_flight += 1
-        self._idle.clear()
-        graph = Graph(self.graph)
-        poller = graph.poll_output_stream(self.response_stream)
-        finished = False
-        try:
-            await graph.start_run(self.resources.side_packets)
+        async with self.graph_run() as graph:
+            poller = graph.poll_output_stream(self.response_stream)
+            await graph.start_run(self.side_packets)
             await graph.add_packet(self.request_stream, Packet(payload, 0))
             graph.close_all_packet_sources()
             async for packet in poller:
                 yield packet.payload
             await graph.wait_until_done()
-            finished = True
-        finally:
-            if not finished and graph.running:
-                graph.cancel()
-                with contextlib.suppress(GraphError):
-                    await graph.wait_until_done()
-            self.in_flight -= 1
-            if self.in_flight == 0:
-                self._idle.set()

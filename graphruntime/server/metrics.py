@@ -11,6 +11,8 @@ from each engine when Prometheus scrapes, active and queued requests and KV-cach
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -114,6 +116,22 @@ class EngineCollector(Collector):
         yield from (active, queued, usage, size)
 
 
+@dataclass
+class RequestRecord:
+    """One request's share of OVMS's request metrics, filled in while it is served."""
+
+    metrics: Metrics
+    labels: tuple[str, str, str, str]
+    succeeded: bool = False
+
+    def responded(self) -> None:
+        """A response (or streamed chunk) went out."""
+        self.metrics.responses.inc(*self.labels)
+
+    def graph_failed(self) -> None:
+        self.metrics.graph_error.inc(self.labels[-1])
+
+
 class Metrics:
     """All server metrics; see the module docstring."""
 
@@ -186,6 +204,30 @@ class Metrics:
         self.generated_tokens = Counter(
             "graphrt_llm_generated_tokens", "Tokens generated.", ["name"], registry=registry
         )
+
+    @contextlib.contextmanager
+    def request(
+        self, api: str, interface: str, method: str, name: str, *, available: bool
+    ) -> Iterator[RequestRecord]:
+        """Count a request from arrival to its last byte; mark `succeeded` on the record."""
+        labels = (api, interface, method, name)
+        if not available:
+            self.requests_rejected.inc(*labels)
+        else:
+            self.requests_accepted.inc(*labels)
+        record = RequestRecord(self, labels)
+        started = time.perf_counter()
+        self.current_requests.labels(name).inc()
+        self.current_graphs.labels(name).inc()
+        try:
+            yield record
+        finally:
+            elapsed_us = (time.perf_counter() - started) * 1e6
+            self.graph_time.labels(name).observe(elapsed_us)
+            self.request_time.labels(interface, name).observe(elapsed_us)
+            self.current_graphs.labels(name).dec()
+            self.current_requests.labels(name).dec()
+            (self.requests_success if record.succeeded else self.requests_fail).inc(*labels)
 
     def render(self) -> bytes:
         counters = "".join(

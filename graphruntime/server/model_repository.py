@@ -1,14 +1,19 @@
 """The set of servables the server exposes, read from config.json (or built from CLI flags).
 
-config.json follows OVMS's schema: `model_config_list` (required, may be empty) and
-`mediapipe_config_list` entries `{name, base_path, graph_path, subconfig}`, paths relative to the
-config file, `base_path` defaulting to `<config dir>/<name>` and `graph_path` to
-`<base_path>/graph.pbtxt`. A schema error names the key and the file and applies nothing; a broken
-servable is reported (UNAVAILABLE with its reason) while the others load.
+config.json follows OVMS's schema: `model_config_list` (required, may be empty) entries are plain
+OpenVINO models with numbered version folders; `mediapipe_config_list` entries
+`{name, base_path, graph_path, subconfig}` are graphs, paths relative to the config file,
+`base_path` defaulting to `<config dir>/<name>` and `graph_path` to `<base_path>/graph.pbtxt`. A
+graph's `subconfig` (default `<base_path>/subconfig.json` when present) lists more models, served
+like the others, for the graph's OpenVINOModelServerSessionCalculator nodes. A schema error names
+the key and the file and applies nothing; a broken servable is reported (UNAVAILABLE with its
+reason) while the others load.
 
 `apply()` moves the repository to a new set of definitions the way OVMS's reload does: new
 servables load, removed ones unload after their in-flight requests finish, changed ones are
 replaced by a freshly loaded copy before the old copy drains, so open streams are never dropped.
+Model version folders are rescanned on every poll, so versions that appear or disappear are
+loaded or unloaded without a config change.
 """
 
 from __future__ import annotations
@@ -17,12 +22,16 @@ import asyncio
 import hashlib
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from calculators.openvino.session import MODELS
 from graphruntime.server.graph_servable import GraphDefinition, GraphServable, State
+from graphruntime.services import GraphService
 from servables.errors import ModelNotFound
+from servables.ov_model.model import OpenVINOModel
+from servables.ov_model.versions import ModelConfig, VersionedModel
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +44,10 @@ TOP_LEVEL_KEYS = {
     "monitoring",
 }
 MEDIAPIPE_KEYS = {"name", "base_path", "graph_path", "subconfig"}
+SUBCONFIG_NAME = "subconfig.json"
+
+# What config.json can define: graphs and plain models share one namespace.
+ServableDefinition = GraphDefinition | ModelConfig
 
 
 class ConfigFileError(Exception):
@@ -59,8 +72,7 @@ def _fingerprint(path: Path) -> str:
         return "missing"  # the servable will report the missing file when it loads
 
 
-def read_config(path: Path) -> list[GraphDefinition]:
-    """Definitions from an OVMS config.json; raises ConfigFileError naming the bad key."""
+def _load_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
@@ -69,20 +81,54 @@ def read_config(path: Path) -> list[GraphDefinition]:
         raise ConfigFileError(path, f"is not valid JSON: {error}") from error
     if not isinstance(data, dict):
         raise ConfigFileError(path, "the top level must be a JSON object")
+    return data
+
+
+def _models(path: Path, data: dict[str, Any]) -> list[ModelConfig]:
+    if "model_config_list" not in data:
+        raise ConfigFileError(path, "missing required key 'model_config_list' (it may be [])")
+    entries = data["model_config_list"]
+    if not isinstance(entries, list):
+        raise ConfigFileError(path, "'model_config_list' must be an array")
+    models = []
+    for index, entry in enumerate(entries):
+        try:
+            models.append(ModelConfig.from_json(entry, path.parent, f"model_config_list[{index}]"))
+        except ValueError as error:
+            raise ConfigFileError(path, str(error)) from error
+    return models
+
+
+def read_subconfig(path: Path) -> list[ModelConfig]:
+    """A graph's subconfig.json: only `model_config_list`, paths relative to the file."""
+    data = _load_json(path)
+    unknown = sorted(set(data) - {"model_config_list"})
+    if unknown:
+        raise ConfigFileError(path, f"unknown key {unknown[0]!r} (a subconfig holds only models)")
+    return _models(path, data)
+
+
+def read_config(path: Path) -> list[ServableDefinition]:
+    """Definitions from an OVMS config.json; raises ConfigFileError naming the bad key."""
+    data = _load_json(path)
     unknown = sorted(set(data) - TOP_LEVEL_KEYS)
     if unknown:
         raise ConfigFileError(path, f"unknown key {unknown[0]!r} at the top level")
-    if "model_config_list" not in data:
-        raise ConfigFileError(path, "missing required key 'model_config_list' (it may be [])")
-    models = data["model_config_list"]
-    if not isinstance(models, list):
-        raise ConfigFileError(path, "'model_config_list' must be an array")
+    models = _models(path, data)
     graphs = data.get("mediapipe_config_list", [])
     if not isinstance(graphs, list):
         raise ConfigFileError(path, "'mediapipe_config_list' must be an array")
     root = path.parent
-    definitions: list[GraphDefinition] = []
+    definitions: list[ServableDefinition] = []
     names: set[str] = set()
+
+    def claim(name: str, where: str) -> None:
+        if name in names:
+            raise ConfigFileError(path, f"{where}.name {name!r} is used twice")
+        names.add(name)
+
+    for index, model in enumerate(models):
+        claim(model.name, f"model_config_list[{index}].config")
     for index, entry in enumerate(graphs):
         where = f"mediapipe_config_list[{index}]"
         if not isinstance(entry, dict):
@@ -93,34 +139,36 @@ def read_config(path: Path) -> list[GraphDefinition]:
         name = _string(entry, "name", where, path)
         if not name:
             raise ConfigFileError(path, f"{where}.name is required")
-        if name in names:
-            raise ConfigFileError(path, f"{where}.name {name!r} is used twice")
-        names.add(name)
+        claim(name, where)
         base = _string(entry, "base_path", where, path)
         base_path = (root / base) if base else (root / name)
         graph = _string(entry, "graph_path", where, path)
         graph_path = (base_path / graph) if graph else (base_path / "graph.pbtxt")
         subconfig = _string(entry, "subconfig", where, path)
+        subconfig_path = base_path / (subconfig or SUBCONFIG_NAME)
+        problem = None
+        if subconfig or subconfig_path.is_file():
+            try:
+                for model in read_subconfig(subconfig_path):
+                    if model.name in names:
+                        raise ConfigFileError(
+                            subconfig_path, f"model name {model.name!r} is already used"
+                        )
+                    names.add(model.name)
+                    definitions.append(model)
+            except ConfigFileError as error:
+                problem = f"subconfig {error.message}"
         definitions.append(
             GraphDefinition(
                 name=name,
                 base_path=base_path.resolve(),
                 graph_path=graph_path.resolve(),
-                subconfig=(base_path / subconfig).resolve() if subconfig else None,
+                subconfig=subconfig_path.resolve() if subconfig else None,
                 fingerprint=_fingerprint(graph_path),
+                problem=problem,
             )
         )
-    for index, entry in enumerate(models):
-        config = entry.get("config") if isinstance(entry, dict) else None
-        if not isinstance(config, dict) or not isinstance(config.get("name"), str):
-            raise ConfigFileError(path, f"model_config_list[{index}].config.name is required")
-        logger.error(
-            "%s: model %s: plain OpenVINO models (model_config_list) are not supported yet; "
-            "skipping it",
-            path,
-            config["name"],
-        )
-    return definitions
+    return [*models, *definitions]
 
 
 class ModelRepository:
@@ -131,13 +179,17 @@ class ModelRepository:
         config_path: Path | None = None,
         drain_timeout: float | None = None,
         request_listeners: Iterable[Any] = (),
+        services: Mapping[GraphService[Any], Any] | None = None,
     ) -> None:
         self.config_path = config_path
         self.request_listeners = list(request_listeners)
+        self.services = dict(services or {})  # lent to every graph run (e.g. the media policy)
         self.servables: dict[str, GraphServable] = {}
+        self.models: dict[str, VersionedModel] = {}
         self.retired: list[GraphServable] = []
         self.drain_timeout = drain_timeout
         self._lock = asyncio.Lock()
+        self._first_apply_done = False  # until then nothing is ready, even with no servable yet
         self._config_text: str | None = None
         self._unloading: set[asyncio.Task[None]] = set()
 
@@ -147,46 +199,101 @@ class ModelRepository:
             raise ModelNotFound(f"The model `{name}` does not exist.", param="model")
         return servable
 
-    def names(self) -> list[str]:
-        return sorted(self.servables)
+    def model(self, name: str, version: int | None = None) -> OpenVINOModel:
+        """A loaded model version (graphs reach models through this; see calculators.openvino)."""
+        versioned = self.models.get(name)
+        if versioned is None:
+            raise ModelNotFound(f"Model with requested name is not found: {name}")
+        return versioned.get(version)
+
+    @property
+    def ready(self) -> bool:
+        """The servables first applied have loaded and every graph and model can take requests."""
+        return (
+            self._first_apply_done
+            and all(s.available for s in self.servables.values())
+            and all(m.available for m in self.models.values())
+        )
 
     def llm_servables(self) -> list[Any]:
         return [llm for servable in self.servables.values() for llm in servable.llm_servables()]
 
-    async def apply(self, definitions: Iterable[GraphDefinition]) -> bool:
+    async def apply(self, definitions: Iterable[ServableDefinition]) -> bool:
         """Load, replace and unload servables to match `definitions`; True if anything changed."""
         async with self._lock:
-            wanted = {definition.name: definition for definition in definitions}
-            added = [d for name, d in wanted.items() if name not in self.servables]
-            changed = [
-                d
-                for name, d in wanted.items()
-                if name in self.servables and self.servables[name].definition != d
-            ]
-            removed = [name for name in self.servables if name not in wanted]
-            if not (added or changed or removed):
-                return False
-            fresh = {d.name: GraphServable(d, self.request_listeners) for d in added + changed}
-            for name, servable in fresh.items():
-                if name not in self.servables:
-                    self.servables[name] = servable  # visible as LOADING while it loads
-            await asyncio.gather(*(servable.load() for servable in fresh.values()))
-            for definition in changed:
-                old = self.servables[definition.name]
-                replacement = fresh[definition.name]
-                if not replacement.available and old.available:
-                    logger.error(
-                        "reload of %s failed, the previous version keeps serving: %s",
-                        definition.name,
-                        replacement.error,
-                    )
-                    self._retire(replacement)
-                    continue
-                self.servables[definition.name] = replacement
-                self._retire(old)
-            for name in removed:
-                self._retire(self.servables.pop(name))
-            return True
+            definitions = list(definitions)
+            models = [d for d in definitions if isinstance(d, ModelConfig)]
+            graphs = [d for d in definitions if isinstance(d, GraphDefinition)]
+            # Models first: graphs that open sessions on them find them loaded.
+            try:
+                changed_models = await self._apply_models(models)
+                changed_graphs = await self._apply_graphs(graphs)
+            finally:
+                self._first_apply_done = True
+            return changed_models or changed_graphs
+
+    async def _apply_models(self, configs: list[ModelConfig]) -> bool:
+        wanted = {config.name: config for config in configs}
+        removed = [name for name in self.models if name not in wanted]
+        for name in removed:
+            await self.models.pop(name).stop()
+            logger.info("model %s unloaded", name)
+        fresh = {
+            name: VersionedModel(config)
+            for name, config in wanted.items()
+            if name not in self.models or self.models[name].config != config
+        }
+        for name, model in fresh.items():
+            self.models.setdefault(name, model)  # visible as LOADING while it loads
+        await asyncio.gather(*(model.refresh() for model in fresh.values()))
+        for name, model in fresh.items():
+            old = self.models[name]
+            if old is model:
+                continue
+            if not model.available and old.available:
+                logger.error("reload of model %s failed, the previous one keeps serving", name)
+                continue
+            self.models[name] = model
+            await old.stop()  # requests in flight hold their version until they finish
+        return bool(removed or fresh)
+
+    async def _apply_graphs(self, definitions: list[GraphDefinition]) -> bool:
+        wanted = {definition.name: definition for definition in definitions}
+        added = [d for name, d in wanted.items() if name not in self.servables]
+        changed = [
+            d
+            for name, d in wanted.items()
+            if name in self.servables and self.servables[name].definition != d
+        ]
+        removed = [name for name in self.servables if name not in wanted]
+        if not (added or changed or removed):
+            return False
+        fresh = {
+            d.name: GraphServable(
+                d, self.request_listeners, services={**self.services, MODELS: self}
+            )
+            for d in added + changed
+        }
+        for name, servable in fresh.items():
+            if name not in self.servables:
+                self.servables[name] = servable  # visible as LOADING while it loads
+        await asyncio.gather(*(servable.load() for servable in fresh.values()))
+        for definition in changed:
+            old = self.servables[definition.name]
+            replacement = fresh[definition.name]
+            if not replacement.available and old.available:
+                logger.error(
+                    "reload of %s failed, the previous version keeps serving: %s",
+                    definition.name,
+                    replacement.error,
+                )
+                self._retire(replacement)
+                continue
+            self.servables[definition.name] = replacement
+            self._retire(old)
+        for name in removed:
+            self._retire(self.servables.pop(name))
+        return True
 
     def _retire(self, servable: GraphServable) -> None:
         """Unload in the background once in-flight requests are done."""
@@ -206,6 +313,12 @@ class ModelRepository:
             return False
         return await self.apply(read_config(self.config_path))
 
+    async def refresh_versions(self) -> bool:
+        """Pick up model version folders that appeared or disappeared."""
+        async with self._lock:
+            changes = await asyncio.gather(*(m.refresh() for m in self.models.values()))
+            return any(changes)
+
     def config_changed(self) -> bool:
         """Whether config.json's text differs from what was last seen (for polling)."""
         if self.config_path is None:
@@ -219,10 +332,11 @@ class ModelRepository:
         return changed
 
     async def poll(self, interval: float) -> None:
-        """Reload whenever config.json changes; runs until cancelled."""
+        """Reload when config.json changes and rescan model versions; runs until cancelled."""
         self.config_changed()
         while True:
             await asyncio.sleep(interval)
+            await self.refresh_versions()
             if not self.config_changed():
                 continue
             try:
@@ -238,3 +352,6 @@ class ModelRepository:
             *(s.unload(self.drain_timeout) for s in servables if s.state is not State.END),
             *self._unloading,
         )
+        models = list(self.models.values())
+        self.models.clear()
+        await asyncio.gather(*(m.stop() for m in models))

@@ -16,14 +16,22 @@ from pathlib import Path
 
 from aiohttp import web
 
+from calculators.llm.media import MEDIA_POLICY
 from graphruntime.server import default_model
 from graphruntime.server.graph_export import TextGenerationSettings, text_generation_graph
 from graphruntime.server.graph_servable import GraphDefinition
 from graphruntime.server.http.app import create_app
-from graphruntime.server.http.state import STATE
+from graphruntime.server.kserve.dataplane import KServeDataPlane
+from graphruntime.server.kserve.grpc_server import start_grpc_server
 from graphruntime.server.metrics import EngineCollector, Metrics
-from graphruntime.server.model_repository import ConfigFileError, ModelRepository, read_config
+from graphruntime.server.model_repository import (
+    ConfigFileError,
+    ModelRepository,
+    ServableDefinition,
+    read_config,
+)
 from graphruntime.server.settings import ServerSettings
+from servables.media.sources import MediaPolicy
 
 logger = logging.getLogger("graphrt")
 
@@ -69,7 +77,9 @@ def single_model_definition(settings: ServerSettings, path: Path, name: str) -> 
     return GraphDefinition(name=name, base_path=base, graph_text=graph)
 
 
-def definitions_for(settings: ServerSettings) -> tuple[list[GraphDefinition], Path | None]:
+def definitions_for(
+    settings: ServerSettings,
+) -> tuple[list[ServableDefinition], Path | None]:
     """What to serve, and the config file to watch (None in single-model modes)."""
     if settings.config_path and settings.model_path:
         raise StartupError("--config_path and --model_path cannot be used together")
@@ -88,17 +98,31 @@ def definitions_for(settings: ServerSettings) -> tuple[list[GraphDefinition], Pa
     return [single_model_definition(settings, path, name)], None
 
 
+def media_policy(settings: ServerSettings) -> MediaPolicy:
+    """Where request images may come from (data URLs always; files and URLs only if allowed)."""
+    try:
+        return MediaPolicy.from_flags(
+            settings.allowed_local_media_path,
+            settings.allowed_media_domains,
+            settings.media_download_timeout,
+        )
+    except ValueError as error:
+        raise StartupError(str(error)) from error
+
+
 async def serve(settings: ServerSettings) -> int:
     loop = asyncio.get_running_loop()
     definitions, config_path = await asyncio.to_thread(definitions_for, settings)
-    if settings.port:
-        logger.warning("--port (KServe gRPC) is not implemented yet; only REST is served")
     metrics = Metrics(settings.metrics_list)
     repository = ModelRepository(
-        config_path, drain_timeout=settings.shutdown_timeout, request_listeners=[metrics]
+        config_path,
+        drain_timeout=settings.shutdown_timeout,
+        request_listeners=[metrics],
+        services={MEDIA_POLICY: media_policy(settings)},
     )
     metrics.registry.register(EngineCollector(repository.llm_servables))
-    app = create_app(repository, settings, metrics)
+    dataplane = KServeDataPlane(repository, metrics)
+    app = create_app(repository, settings, metrics, dataplane)
     runner = web.AppRunner(
         app,
         handler_cancellation=True,
@@ -111,6 +135,14 @@ async def serve(settings: ServerSettings) -> int:
     logger.info(
         "REST server listening on http://%s:%d", settings.rest_bind_address, settings.rest_port
     )
+    grpc_server = None
+    if settings.port:
+        grpc_server = await start_grpc_server(
+            dataplane, settings.grpc_bind_address, settings.port, settings.max_request_size
+        )
+        logger.info(
+            "gRPC server (KServe v2) listening on %s:%d", settings.grpc_bind_address, settings.port
+        )
 
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -124,11 +156,15 @@ async def serve(settings: ServerSettings) -> int:
     logger.info(
         "shutting down: finishing in-flight requests (up to %.0f s)", settings.shutdown_timeout
     )
-    app[STATE].shutting_down = True
+    dataplane.shutting_down = True
     for task in (poller, loader):
         if task is not None:
             task.cancel()
-    await runner.cleanup()
+    # Both transports drain their in-flight calls at the same time, within --shutdown_timeout.
+    await asyncio.gather(
+        runner.cleanup(),
+        *([grpc_server.stop(settings.shutdown_timeout)] if grpc_server is not None else []),
+    )
     await repository.close()
     logger.info("stopped")
     return 0

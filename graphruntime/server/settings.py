@@ -28,6 +28,7 @@ class ServerSettings:
     allow_credentials: bool = False
     allowed_local_media_path: str | None = None
     allowed_media_domains: list[str] | None = None
+    media_download_timeout: float = 10.0  # seconds for one image URL download
     # text_generation graph flags for single-model mode
     target_device: str = "CPU"
     cache_size: int = 0

@@ -58,6 +58,12 @@ def free_port() -> int:
         return port
 
 
+@pytest.fixture(scope="session")
+def unused_port() -> Callable[[], int]:
+    """A function returning a free TCP port (for servers' extra ports, like gRPC)."""
+    return free_port
+
+
 class Server:
     """A running `graphrt serve` process; see the module docstring."""
 
@@ -430,6 +436,13 @@ class LaunchExact:
     ) -> AbstractContextManager[ExactServer]:
         return running_exact_server(args, self._tmp.mktemp("server"), model, env, wait_ready)
 
+    def start(
+        self, args: Sequence[str], model: str = MODEL_NAME, env: Mapping[str, str] | None = None
+    ) -> ExactServer:
+        """A started server the caller owns (wait_ready, then stop, or kill it and reap it):
+        for tests where a server has to die."""
+        return ExactServer(args, self._tmp.mktemp("server") / "server.log", model, env)
+
 
 @pytest.fixture(scope="session")
 def launch_exact(tmp_path_factory: pytest.TempPathFactory) -> LaunchExact:
@@ -513,3 +526,155 @@ def llm_graph(
 def make_llm_graph() -> Callable[..., str]:
     """`make_llm_graph("../models/x.gguf", max_tokens_limit=5)`: see `llm_graph`."""
     return llm_graph
+
+
+# ------------------------------------------------------------------------- vision-language model
+
+TINY_VLM = Path(__file__).resolve().parents[1] / "fixtures" / "models" / "tiny-qwen2-vl"
+IMAGE_TAG = "<ov_genai_image_{}>"
+
+
+@pytest.fixture(scope="session")
+def tiny_vlm_dir() -> Path:
+    """The committed tiny random Qwen2-VL (tools/make_tiny_vlm.py): gibberish, never EOS."""
+    return TINY_VLM
+
+
+def flatten_vlm_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """OVMS's flattening, written out independently of the server: each image_url part becomes
+    `<ov_genai_image_N>` (N counting images over the conversation), and the parts of a message
+    with images are joined by newlines (text-only part lists are joined as they are)."""
+    flat: list[dict[str, Any]] = []
+    count = 0
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            pieces = []
+            for part in content:
+                if part["type"] == "image_url":
+                    pieces.append(IMAGE_TAG.format(count))
+                    count += 1
+                else:
+                    pieces.append(part["text"])
+            has_image = any(part["type"] == "image_url" for part in content)
+            content = ("\n" if has_image else "").join(pieces)
+        flat.append({**message, "content": content})
+    return flat
+
+
+class VlmGolden:
+    """Greedy outputs of the tiny VLM, computed in this process as the server must produce them.
+
+    The prompt is openvino-genai's own chat template applied to the OVMS-flattened conversation,
+    added with `apply_chat_template` off (it is already templated); images are the pixel arrays
+    the test encoded. `stateful=False` runs a ContinuousBatchingPipeline (what VLM_CB serves),
+    `stateful=True` a VLMPipeline (what `pipeline_type: VLM` serves).
+    """
+
+    def __init__(self, model_dir: Path, stateful: bool) -> None:
+        self.genai: Any = importlib.import_module("openvino_genai")
+        self.ov: Any = importlib.import_module("openvino")
+        self.stateful = stateful
+        if stateful:
+            self.pipeline: Any = self.genai.VLMPipeline(str(model_dir), "CPU")
+        else:
+            scheduler = self.genai.SchedulerConfig()
+            scheduler.cache_size = 1
+            self.pipeline = self.genai.ContinuousBatchingPipeline(
+                str(model_dir), scheduler, "CPU", {}
+            )
+        self.tokenizer: Any = self.pipeline.get_tokenizer()
+
+    def prompt(self, messages: Sequence[Mapping[str, Any]]) -> str:
+        flat = flatten_vlm_messages(messages)
+        text: str = self.tokenizer.apply_chat_template(flat, add_generation_prompt=True)
+        return text
+
+    def chat(
+        self, messages: Sequence[Mapping[str, Any]], images: Sequence[Any], max_tokens: int
+    ) -> Expected:
+        config = (
+            self.pipeline.get_generation_config() if self.stateful else self.pipeline.get_config()
+        )
+        config.max_new_tokens = max_tokens
+        config.do_sample = False
+        config.apply_chat_template = False
+        tensors = [self.ov.Tensor(image) for image in images]
+        prompt = self.prompt(messages)
+        if self.stateful:
+            result = self.pipeline.generate(prompt, images=tensors, generation_config=config)
+        else:
+            (result,) = self.pipeline.generate(
+                [prompt], images=[tensors], generation_config=[config]
+            )
+        metrics = result.perf_metrics
+        generated = int(metrics.get_num_generated_tokens())
+        assert generated == max_tokens, "the tiny VLM never stops early (no EOS)"
+        return Expected(
+            str(result.texts[0]), int(metrics.get_num_input_tokens()), generated, "length"
+        )
+
+
+class Pictures:
+    """Test pictures and their encodings (a fixture: test modules cannot import conftest)."""
+
+    @staticmethod
+    def make(width: int, height: int, seed: int) -> Any:
+        """A deterministic RGB picture: seeded full-range noise with dark zebra stripes (uint8,
+        HWC). The tiny random model's answers depend only weakly on pixels; full-range noise
+        makes different seeds (and image orders) change the answer within a few dozen tokens."""
+        import numpy as np
+
+        rng = np.random.default_rng(seed)
+        pixels = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+        stripes = (np.arange(width) // max(2, width // 12)) % 2 == 0
+        pixels[:, stripes] //= 4
+        return pixels
+
+    @staticmethod
+    def encode(pixels: Any, image_format: str = "PNG", **options: Any) -> bytes:
+        import io
+
+        from PIL import Image
+
+        buffer = io.BytesIO()
+        Image.fromarray(pixels).save(buffer, format=image_format, **options)
+        return buffer.getvalue()
+
+    @staticmethod
+    def data_url(data: bytes, media_type: str = "image/png") -> str:
+        import base64
+
+        return f"data:{media_type};base64," + base64.b64encode(data).decode()
+
+    def png_url(self, pixels: Any) -> str:
+        """A base64 PNG data URL (lossless: the server must decode exactly these pixels)."""
+        return self.data_url(self.encode(pixels))
+
+    @staticmethod
+    def decoded(data: bytes) -> Any:
+        """What a reference decoder (Pillow, first frame, RGB) makes of encoded bytes."""
+        import io
+
+        import numpy as np
+        from PIL import Image
+
+        with Image.open(io.BytesIO(data)) as image:
+            return np.array(image.convert("RGB"))
+
+
+@pytest.fixture(scope="session")
+def pictures() -> Pictures:
+    return Pictures()
+
+
+@pytest.fixture(scope="session")
+def vlm_golden(tiny_vlm_dir: Path) -> VlmGolden:
+    """Golden outputs of the continuous-batching engine (what VLM_CB serves)."""
+    return VlmGolden(tiny_vlm_dir, stateful=False)
+
+
+@pytest.fixture(scope="session")
+def vlm_stateful_golden(tiny_vlm_dir: Path) -> VlmGolden:
+    """Golden outputs of VLMPipeline (what `pipeline_type: VLM` serves)."""
+    return VlmGolden(tiny_vlm_dir, stateful=True)

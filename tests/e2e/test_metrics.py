@@ -37,12 +37,14 @@ def _counter(values: dict[str, float], name: str) -> float:
 def _wait_idle(
     server: Server, generated_above: float = -1.0, timeout: float = 10.0
 ) -> dict[str, float]:
-    """Poll /metrics until no request is active, the KV cache is empty and the generated-token
+    """Poll /metrics until no request is active in the engine or the HTTP layer (whose cleanup
+    may trail the engine's abort by a moment), the KV cache is empty and the generated-token
     counter is above `generated_above`; the last sample."""
     deadline = time.monotonic() + timeout
     while True:
         values = server.metrics()
         idle = values.get(ACTIVE) == 0 and values.get(KV_USAGE) == 0
+        idle = idle and values.get("ovms_current_requests") == 0
         if idle and values.get(GENERATED, 0.0) > generated_above:
             return values
         if time.monotonic() > deadline:

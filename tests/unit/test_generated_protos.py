@@ -13,7 +13,7 @@ def test_generated_modules_match_proto_sources(tmp_path: Path) -> None:
     subprocess.run(
         [sys.executable, str(ROOT / "tools" / "gen_proto.py"), "--out", str(tmp_path)], check=True
     )
-    generated = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*_pb2.py*"))
+    generated = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*_pb2*.py*"))
     assert generated, "protoc produced nothing"
     for relative in generated:
         committed = ROOT / relative
@@ -24,6 +24,6 @@ def test_generated_modules_match_proto_sources(tmp_path: Path) -> None:
     committed_all = {
         p.relative_to(ROOT)
         for package in ("graphruntime", "calculators", "servables")
-        for p in (ROOT / package).rglob("*_pb2.py*")
+        for p in (ROOT / package).rglob("*_pb2*.py*")
     }
     assert committed_all == set(generated), "committed *_pb2 modules without a .proto source"

@@ -7,7 +7,16 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ["graphruntime", "calculators", "servables", "benchmarks", "tools", "tests"]
+PACKAGES = [
+    "graphruntime",
+    "calculators",
+    "servables",
+    "benchmarks",
+    "tools",
+    "tests",
+    "examples",
+    "deploy",
+]
 
 
 def run(*command: str) -> subprocess.CompletedProcess[str]:

@@ -20,6 +20,8 @@ from graphruntime.server.error_map import to_client_error
 from graphruntime.server.errors import NotFound, Unauthorized
 from graphruntime.server.http import openai_routes, system_routes
 from graphruntime.server.http.state import STATE, ServerState
+from graphruntime.server.kserve import rest
+from graphruntime.server.kserve.dataplane import KServeDataPlane
 from graphruntime.server.metrics import Metrics
 from graphruntime.server.model_repository import ModelRepository
 from graphruntime.server.settings import ServerSettings
@@ -123,7 +125,10 @@ async def metrics_endpoint(request: web.Request) -> web.Response:
 
 
 def create_app(
-    repository: ModelRepository, settings: ServerSettings, metrics: Metrics | None = None
+    repository: ModelRepository,
+    settings: ServerSettings,
+    metrics: Metrics | None = None,
+    dataplane: KServeDataPlane | None = None,
 ) -> web.Application:
     cors = Cors(settings)
     middlewares: list[Middleware] = [errors, cors.preflight]
@@ -133,9 +138,12 @@ def create_app(
     app.on_response_prepare.append(cors.label)
     if metrics is None:
         metrics = Metrics(settings.metrics_list)
-    app[STATE] = ServerState(repository, settings, time.time(), metrics)
+    if dataplane is None:
+        dataplane = KServeDataPlane(repository, metrics)
+    app[STATE] = ServerState(repository, settings, time.time(), metrics, dataplane)
     openai_routes.add_routes(app)
     system_routes.add_routes(app)
+    rest.add_routes(app)
     if settings.metrics_enable:
         app.router.add_get("/metrics", metrics_endpoint)
     return app

@@ -13,8 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from aiohttp import web
@@ -24,6 +23,7 @@ from graphruntime.errors import GraphError
 from graphruntime.server.error_map import to_client_error
 from graphruntime.server.errors import RequestTooLarge
 from graphruntime.server.http.state import STATE
+from graphruntime.server.metrics import RequestRecord
 from servables.errors import InvalidRequest, ServableError
 from servables.openai.responses import SSE_DONE, error_body, sse_frame
 
@@ -94,8 +94,6 @@ async def generate(request: web.Request) -> web.StreamResponse:
     raw, body = await read_json(request)
     servable = state.repository.get(model_name(body))
     streaming = body.get("stream") is True
-    labels = ("V3", "REST", "Stream" if streaming else "Unary", servable.name)
-    metrics = state.metrics
     connection = RequestConnection(request)
     payload = HttpPayload(
         uri=request.path,
@@ -104,34 +102,41 @@ async def generate(request: web.Request) -> web.StreamResponse:
         parsed_json=body,
         client=connection,
     )
-    if not servable.available:
-        metrics.requests_rejected.inc(*labels)
-    started = time.perf_counter()
-    metrics.requests_accepted.inc(*labels)
-    metrics.current_requests.labels(servable.name).inc()
-    metrics.current_graphs.labels(servable.name).inc()
-    chunks = servable.run_http(payload)
+    method = "Stream" if streaming else "Unary"
+    with state.metrics.request(
+        "V3", "REST", method, servable.name, available=servable.available
+    ) as record:
+        return await respond(request, servable.run_http(payload), streaming, connection, record)
+
+
+async def respond(
+    request: web.Request,
+    chunks: AsyncGenerator[bytes, None],
+    streaming: bool,
+    connection: RequestConnection,
+    record: RequestRecord,
+) -> web.StreamResponse:
+    """Send the graph's chunks as one JSON body or as SSE; see the module docstring."""
     response: web.StreamResponse | None = None
-    succeeded = False
     try:
         try:
             first = await chunks.__anext__()
         except StopAsyncIteration:
-            raise ServableError(f"graph {servable.name} produced no response") from None
-        metrics.responses.inc(*labels)
+            raise ServableError("the graph produced no response") from None
+        record.responded()
         if not streaming:
             async for _ in chunks:
                 pass
-            succeeded = True
+            record.succeeded = True
             return web.Response(body=first, content_type="application/json")
         response = web.StreamResponse(status=200, headers=SSE_HEADERS)
         await response.prepare(request)
         await response.write(first)
         async for chunk in chunks:
-            metrics.responses.inc(*labels)
+            record.responded()
             await response.write(chunk)
         await response.write_eof()
-        succeeded = True
+        record.succeeded = True
         return response
     except asyncio.CancelledError:
         connection.disconnected()
@@ -141,7 +146,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
         assert response is not None
         return response
     except (ServableError, GraphError) as error:
-        metrics.graph_error.inc(servable.name)
+        record.graph_failed()
         if response is None:
             raise
         failure = to_client_error(error)
@@ -153,12 +158,6 @@ async def generate(request: web.Request) -> web.StreamResponse:
         return response
     finally:
         await chunks.aclose()
-        elapsed_us = (time.perf_counter() - started) * 1e6
-        metrics.graph_time.labels(servable.name).observe(elapsed_us)
-        metrics.request_time.labels("REST", servable.name).observe(elapsed_us)
-        metrics.current_graphs.labels(servable.name).dec()
-        metrics.current_requests.labels(servable.name).dec()
-        (metrics.requests_success if succeeded else metrics.requests_fail).inc(*labels)
 
 
 def model_entry(name: str, created: float) -> dict[str, Any]:

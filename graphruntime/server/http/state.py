@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from graphruntime.server.kserve.dataplane import KServeDataPlane
 from graphruntime.server.metrics import Metrics
 from graphruntime.server.model_repository import ModelRepository
 from graphruntime.server.settings import ServerSettings
@@ -17,7 +18,7 @@ class ServerState:
     settings: ServerSettings
     started_at: float
     metrics: Metrics
-    shutting_down: bool = False
+    dataplane: KServeDataPlane
 
 
 STATE = web.AppKey("state", ServerState)

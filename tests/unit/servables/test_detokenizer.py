@@ -509,7 +509,8 @@ def test_add_after_finish_is_an_error() -> None:
 
 
 def test_accepts_numpy_style_ids() -> None:
-    np = pytest.importorskip("numpy")
+    import numpy as np
+
     decode, _ = tokenize_pieces(["a", "b"])
     detok = IncrementalDetokenizer(decode)
     assert detok.add(np.array([0, 1], dtype=np.int64)) == "ab"

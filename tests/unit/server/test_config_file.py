@@ -7,7 +7,6 @@ offending key.
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 
 from graphruntime.server.graph_servable import GraphDefinition
 from graphruntime.server.model_repository import ConfigFileError, read_config
+from servables.ov_model.versions import ModelConfig, VersionPolicy
 
 
 def write(tmp_path: Path, data: Any, name: str = "config.json") -> Path:
@@ -186,33 +186,137 @@ def test_entry_non_string_values(tmp_path: Path, key: str, value: Any) -> None:
 # ------------------------------------------------------------------------- model_config_list
 
 
-@pytest.mark.parametrize(
-    "entry", [{}, {"config": None}, {"config": {}}, {"config": {"name": 1}}, "model", None]
-)
-def test_model_entry_needs_a_name(tmp_path: Path, entry: Any) -> None:
-    data = {"model_config_list": [{"config": {"name": "ok", "base_path": "m"}}, entry]}
+def models(*entries: Any) -> dict[str, Any]:
+    return {"model_config_list": list(entries)}
+
+
+@pytest.mark.parametrize("entry", [{}, {"config": None}, "model", None])
+def test_model_entry_needs_a_config_object(tmp_path: Path, entry: Any) -> None:
+    data = models({"config": {"name": "ok", "base_path": "m"}}, entry)
     assert_error(
         tmp_path,
         data,
-        "model_config_list[1].config.name is required",
-        "model_config_list[1].config.name",
+        "model_config_list[1] must be an object with a 'config' object",
+        "model_config_list[1]",
     )
 
 
-def test_plain_models_are_skipped_with_an_error_log(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+@pytest.mark.parametrize(
+    ("config", "detail"),
+    [
+        ({}, "model_config_list[0].config.name is required"),
+        ({"name": 1, "base_path": "m"}, "model_config_list[0].config.name is required"),
+        ({"name": "m"}, "model_config_list[0].config.base_path is required"),
+        (
+            {"name": "m", "base_path": "m", "nireq": -1},
+            "model_config_list[0].config.nireq must be a non-negative integer",
+        ),
+        (
+            {"name": "m", "base_path": "m", "plugin_config": "{oops"},
+            "model_config_list[0].config.plugin_config is not valid JSON",
+        ),
+        (
+            {
+                "name": "m",
+                "base_path": "m",
+                "model_version_policy": {"latest": {"num_versions": 0}},
+            },
+            "model_config_list[0].config.model_version_policy.latest.num_versions must be >= 1",
+        ),
+        (
+            {"name": "m", "base_path": "m", "model_version_policy": {"newest": {}}},
+            "model_config_list[0].config.unknown model_version_policy 'newest'",
+        ),
+        (
+            {"name": "m", "base_path": "m", "colour": "red"},
+            "unknown key 'colour' in model_config_list[0].config",
+        ),
+    ],
+)
+def test_model_config_errors_name_the_key(tmp_path: Path, config: Any, detail: str) -> None:
+    assert_error(tmp_path, models({"config": config}), detail)
+
+
+def test_plain_models_are_read_with_ovms_defaults(tmp_path: Path) -> None:
     data = {
-        "model_config_list": [{"config": {"name": "resnet", "base_path": "/models/resnet"}}],
+        **models(
+            {"config": {"name": "resnet", "base_path": "resnet"}},
+            {
+                "config": {
+                    "name": "bert",
+                    "base_path": "/models/bert",
+                    "target_device": "GPU",
+                    "nireq": 4,
+                    "plugin_config": '{"PERFORMANCE_HINT": "LATENCY"}',
+                    "model_version_policy": {"specific": {"versions": [1, 3]}},
+                    "shape": "(1,128)",
+                    "batch_size": 2,
+                }
+            },
+        ),
         "mediapipe_config_list": [{"name": "llm"}],
     }
-    path = write(tmp_path, data)
-    with caplog.at_level(logging.ERROR, logger="graphruntime.server.model_repository"):
-        definitions = read_config(path)
-    assert [definition.name for definition in definitions] == ["llm"]
-    (record,) = caplog.records
-    assert "resnet" in record.getMessage()
-    assert str(path) in record.getMessage()
+    resnet, bert, llm = read_config(write(tmp_path, data))
+    assert isinstance(resnet, ModelConfig) and isinstance(bert, ModelConfig)
+    assert isinstance(llm, GraphDefinition)
+    assert resnet.base_path == tmp_path / "resnet"
+    assert (resnet.target_device, resnet.nireq, resnet.version_policy) == (
+        "CPU",
+        0,
+        VersionPolicy(),
+    )
+    assert bert.base_path == Path("/models/bert")
+    assert bert.plugin_config == {"PERFORMANCE_HINT": "LATENCY"}
+    assert bert.version_policy.select([1, 2, 3, 4]) == [1, 3]
+    assert (bert.target_device, bert.nireq, bert.shape, bert.batch_size) == (
+        "GPU",
+        4,
+        "(1,128)",
+        "2",
+    )
+
+
+def test_models_and_graphs_share_one_namespace(tmp_path: Path) -> None:
+    data = {
+        **models({"config": {"name": "llm", "base_path": "m"}}),
+        "mediapipe_config_list": [{"name": "llm"}],
+    }
+    assert_error(tmp_path, data, "mediapipe_config_list[0].name 'llm' is used twice")
+
+
+def test_a_graph_subconfig_adds_its_models(tmp_path: Path) -> None:
+    (tmp_path / "pipe").mkdir()
+    (tmp_path / "pipe" / "subconfig.json").write_text(
+        json.dumps(models({"config": {"name": "detector", "base_path": "models/detector"}}))
+    )
+    definitions = read_config(write(tmp_path, graphs({"name": "pipe"})))
+    detector, pipe = definitions
+    assert isinstance(detector, ModelConfig) and isinstance(pipe, GraphDefinition)
+    assert detector.base_path == tmp_path / "pipe" / "models" / "detector"  # relative to it
+    assert pipe.problem is None
+
+
+@pytest.mark.parametrize(
+    ("subconfig", "problem"),
+    [
+        ('{"model_config_list": [], "mediapipe_config_list": []}', "unknown key"),
+        ("{broken", "is not valid JSON"),
+        (None, "cannot read the file"),
+    ],
+)
+def test_a_broken_subconfig_makes_only_its_graph_unavailable(
+    tmp_path: Path, subconfig: str | None, problem: str
+) -> None:
+    (tmp_path / "pipe").mkdir()
+    if subconfig is not None:
+        (tmp_path / "pipe" / "sub.json").write_text(subconfig)
+    data = graphs({"name": "pipe", "subconfig": "sub.json"}, {"name": "other"})
+    pipe, other = read_config(write(tmp_path, data))
+    assert isinstance(pipe, GraphDefinition) and isinstance(other, GraphDefinition)
+    assert pipe.problem is not None
+    assert pipe.problem.startswith(f"subconfig {tmp_path / 'pipe' / 'sub.json'}: ")
+    assert problem in pipe.problem
+    assert other.problem is None
 
 
 # ----------------------------------------------------------------------- defaults and paths

@@ -1,0 +1,1 @@
+"""Plain OpenVINO models (OVMS model_config_list): versions, pools of infer requests, metadata."""

@@ -1,0 +1,250 @@
+"""A model_config_list entry: the versions its policy selects, loaded, swapped and reported.
+
+Versions are numeric folders under `base_path` (OVMS's layout). The version policy picks which
+to serve: the latest N (default 1), all, or specific numbers. `refresh()` rescans the folders, so
+versions that appear are loaded and versions that disappear are unloaded; the reload machinery
+calls it on every poll. A request without a version gets the highest loaded one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servables.errors import ModelNotFound, ServableError, ServableNotReady
+from servables.ov_model.model import OpenVINOModel
+
+logger = logging.getLogger(__name__)
+
+MODEL_KEYS = {
+    "name",
+    "base_path",
+    "target_device",
+    "nireq",
+    "plugin_config",
+    "model_version_policy",
+    "batch_size",
+    "shape",
+    "layout",
+    "stateful",
+    "idle_sequence_cleanup",
+    "max_sequence_number",
+    "low_latency_transformation",
+    "allow_cache",
+}
+
+
+class VersionState(enum.Enum):
+    LOADING = "LOADING"
+    AVAILABLE = "AVAILABLE"
+    UNAVAILABLE = "UNAVAILABLE"
+    END = "END"
+
+
+@dataclass(frozen=True)
+class VersionPolicy:
+    """OVMS's model_version_policy: {"latest": {"num_versions": N}}, {"all": {}}, or
+    {"specific": {"versions": [..]}}."""
+
+    kind: str = "latest"
+    count: int = 1
+    versions: tuple[int, ...] = ()
+
+    def select(self, available: list[int]) -> list[int]:
+        ordered = sorted(available)
+        if self.kind == "all":
+            return ordered
+        if self.kind == "specific":
+            return [version for version in ordered if version in self.versions]
+        return ordered[-self.count :] if self.count > 0 else []
+
+    @classmethod
+    def from_json(cls, value: Any) -> VersionPolicy:
+        if value is None:
+            return cls()
+        if not isinstance(value, dict) or len(value) != 1:
+            raise ValueError('model_version_policy must be {"latest"|"all"|"specific": {...}}')
+        kind, settings = next(iter(value.items()))
+        if not isinstance(settings, dict):
+            raise ValueError(f"model_version_policy.{kind} must be an object")
+        if kind == "latest":
+            count = settings.get("num_versions", 1)
+            if not isinstance(count, int) or count < 1:
+                raise ValueError("model_version_policy.latest.num_versions must be >= 1")
+            return cls("latest", count)
+        if kind == "all":
+            return cls("all")
+        if kind == "specific":
+            versions = settings.get("versions")
+            if not isinstance(versions, list) or not all(isinstance(v, int) for v in versions):
+                raise ValueError("model_version_policy.specific.versions must be integers")
+            return cls("specific", versions=tuple(versions))
+        raise ValueError(f"unknown model_version_policy {kind!r}")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """One model_config_list entry ({"config": {...}}), paths resolved."""
+
+    name: str
+    base_path: Path
+    target_device: str = "CPU"
+    nireq: int = 0
+    plugin_config: Mapping[str, Any] = field(default_factory=dict)
+    version_policy: VersionPolicy = field(default_factory=VersionPolicy)
+    batch_size: str | None = None
+    shape: str | Mapping[str, str] | None = None
+    layout: str | Mapping[str, str] | None = None
+
+    @classmethod
+    def from_json(cls, entry: Any, root: Path, where: str) -> ModelConfig:
+        """Parse `{"config": {...}}`; raises ValueError naming the key (`where` prefixes it)."""
+        config = entry.get("config") if isinstance(entry, dict) else None
+        if not isinstance(config, dict):
+            raise ValueError(f"{where} must be an object with a 'config' object")
+        unknown = sorted(set(config) - MODEL_KEYS)
+        if unknown:
+            raise ValueError(f"unknown key {unknown[0]!r} in {where}.config")
+        name, base = config.get("name"), config.get("base_path")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{where}.config.name is required")
+        if not isinstance(base, str) or not base:
+            raise ValueError(f"{where}.config.base_path is required")
+        plugin = config.get("plugin_config", {})
+        if isinstance(plugin, str):
+            try:
+                plugin = json.loads(plugin)
+            except ValueError as error:
+                raise ValueError(f"{where}.config.plugin_config is not valid JSON") from error
+        if not isinstance(plugin, dict):
+            raise ValueError(f"{where}.config.plugin_config must be an object")
+        nireq = config.get("nireq", 0)
+        if not isinstance(nireq, int) or nireq < 0:
+            raise ValueError(f"{where}.config.nireq must be a non-negative integer")
+        try:
+            policy = VersionPolicy.from_json(config.get("model_version_policy"))
+        except ValueError as error:
+            raise ValueError(f"{where}.config.{error}") from error
+        batch = config.get("batch_size")
+        return cls(
+            name=name,
+            base_path=(root / base).resolve(),
+            target_device=str(config.get("target_device") or "CPU"),
+            nireq=nireq,
+            plugin_config=plugin,
+            version_policy=policy,
+            batch_size=None if batch is None else str(batch),
+            shape=config.get("shape"),
+            layout=config.get("layout"),
+        )
+
+
+@dataclass
+class Version:
+    number: int
+    state: VersionState
+    model: OpenVINOModel | None = None
+    error: str | None = None
+
+
+class VersionedModel:
+    """See the module docstring."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        self.config = config
+        self.name = config.name
+        self.versions: dict[int, Version] = {}
+        self.loaded_at = 0.0
+        self._lock = asyncio.Lock()
+
+    def available_versions(self) -> list[int]:
+        return sorted(n for n, v in self.versions.items() if v.state is VersionState.AVAILABLE)
+
+    @property
+    def available(self) -> bool:
+        return bool(self.available_versions())
+
+    def on_disk(self) -> list[int]:
+        base = self.config.base_path
+        if not base.is_dir():
+            return []
+        return [int(p.name) for p in base.iterdir() if p.is_dir() and p.name.isdigit()]
+
+    async def refresh(self) -> bool:
+        """Load newly selected versions, unload dropped ones; True if anything changed."""
+        async with self._lock:
+            wanted = set(self.config.version_policy.select(self.on_disk()))
+            loaded = {n for n, v in self.versions.items() if v.state is not VersionState.END}
+            added, removed = sorted(wanted - loaded), sorted(loaded - wanted)
+            for number in removed:
+                self.versions[number] = Version(number, VersionState.END)
+                logger.info("model %s version %d unloaded", self.name, number)
+            if added:
+                await asyncio.gather(*(self._load(number) for number in added))
+            if not wanted and not self.on_disk():
+                logger.error(
+                    "model %s: no version folders under %s", self.name, self.config.base_path
+                )
+            return bool(added or removed)
+
+    async def _load(self, number: int) -> None:
+        config = self.config
+        self.versions[number] = Version(number, VersionState.LOADING)
+        model = OpenVINOModel(
+            config.name,
+            number,
+            config.base_path / str(number),
+            device=config.target_device,
+            properties=config.plugin_config,
+            nireq=config.nireq,
+            batch_size=config.batch_size,
+            shape=config.shape,
+            layout=config.layout,
+        )
+        started = time.perf_counter()
+        try:
+            await asyncio.to_thread(model.load)
+        except ServableError as error:
+            self.versions[number] = Version(number, VersionState.UNAVAILABLE, error=error.message)
+            logger.error("model %s version %d failed to load: %s", self.name, number, error.message)
+            return
+        model.start()
+        self.versions[number] = Version(number, VersionState.AVAILABLE, model)
+        self.loaded_at = time.time()
+        logger.info(
+            "model %s version %d loaded in %.2f s (%d infer requests on %s)",
+            self.name,
+            number,
+            time.perf_counter() - started,
+            model.nireq,
+            config.target_device,
+        )
+
+    def get(self, version: int | None = None) -> OpenVINOModel:
+        """The version asked for, or the highest loaded one."""
+        if version is None:
+            numbers = self.available_versions()
+            if not numbers:
+                raise ServableNotReady(f"Model {self.name} has no version available")
+            version = numbers[-1]
+        entry = self.versions.get(version)
+        if entry is None or entry.state is VersionState.END:
+            raise ModelNotFound(f"Model {self.name} version {version} is not found")
+        if entry.model is None or entry.state is not VersionState.AVAILABLE:
+            raise ServableNotReady(
+                f"Model {self.name} version {version} is {entry.state.value}"
+                + (f": {entry.error}" if entry.error else "")
+            )
+        return entry.model
+
+    async def stop(self) -> None:
+        for version in self.versions.values():
+            version.state = VersionState.END
+            version.model = None

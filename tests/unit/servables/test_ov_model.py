@@ -1,0 +1,146 @@
+"""Plain OpenVINO models: version policies, version folders, the infer-request pool, input checks.
+
+The models are real: tiny IR files written here with openvino's Python API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from servables.errors import InvalidRequest, ModelNotFound, ServableLoadError, ServableNotReady
+from servables.ov_model.model import OpenVINOModel, find_model_file
+from servables.ov_model.versions import (
+    ModelConfig,
+    VersionedModel,
+    VersionPolicy,
+    VersionState,
+)
+
+
+def save_scale_model(directory: Path, factor: float, shape: list[int] | None = None) -> None:
+    """y = x * factor, x FP32 of `shape` (default [-1, 3])."""
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    x = ops.parameter(shape or [-1, 3], ov.Type.f32, name="x")
+    x.output(0).get_tensor().set_names({"x"})
+    y = ops.multiply(x, ops.constant(np.float32(factor)))
+    y.output(0).get_tensor().set_names({"y"})
+    ov.save_model(ov.Model([ops.result(y)], [x], "scale"), directory / "model.xml")
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        (None, [7]),
+        ({"latest": {"num_versions": 2}}, [3, 7]),
+        ({"all": {}}, [1, 3, 7]),
+        ({"specific": {"versions": [1, 5]}}, [1]),
+    ],
+)
+def test_version_policies(policy: Any, expected: list[int]) -> None:
+    assert VersionPolicy.from_json(policy).select([3, 1, 7]) == expected
+
+
+def config(base: Path, **settings: Any) -> ModelConfig:
+    return ModelConfig.from_json(
+        {"config": {"name": "scale", "base_path": str(base), **settings}}, base.parent, "m"
+    )
+
+
+async def test_versions_load_serve_and_unload(tmp_path: Path) -> None:
+    for version, factor in ((1, 2.0), (2, 3.0)):
+        (tmp_path / str(version)).mkdir()
+        save_scale_model(tmp_path / str(version), factor)
+    (tmp_path / "notes").mkdir()  # not a version
+    model = VersionedModel(config(tmp_path, model_version_policy={"all": {}}))
+    assert await model.refresh()
+    assert model.available_versions() == [1, 2]
+    x = np.ones((1, 3), np.float32)
+    assert (await model.get().infer({"x": x}))["y"].tolist() == [[3.0, 3.0, 3.0]]
+    assert (await model.get(1).infer({"x": x}))["y"].tolist() == [[2.0, 2.0, 2.0]]
+    with pytest.raises(ModelNotFound, match="version 9 is not found"):
+        model.get(9)
+
+    shutil.rmtree(tmp_path / "2")
+    assert await model.refresh()
+    assert model.versions[2].state is VersionState.END
+    assert model.get().version == 1
+    assert not await model.refresh()  # nothing changed
+
+
+async def test_a_version_that_fails_to_load_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "1").mkdir()
+    (tmp_path / "1" / "model.xml").write_text("<not a model/>")
+    model = VersionedModel(config(tmp_path))
+    await model.refresh()
+    assert model.versions[1].state is VersionState.UNAVAILABLE
+    assert model.versions[1].error
+    with pytest.raises(ServableNotReady, match="version 1 is UNAVAILABLE"):
+        model.get(1)
+    with pytest.raises(ServableNotReady, match="has no version available"):
+        model.get()
+
+
+def test_a_version_folder_holds_exactly_one_model(tmp_path: Path) -> None:
+    with pytest.raises(ServableLoadError, match="found none"):
+        find_model_file(tmp_path)
+    (tmp_path / "a.xml").write_text("")
+    (tmp_path / "b.xml").write_text("")
+    with pytest.raises(ServableLoadError, match=r"found a\.xml, b\.xml"):
+        find_model_file(tmp_path)
+
+
+def loaded(directory: Path, **options: Any) -> OpenVINOModel:
+    model = OpenVINOModel("scale", 1, directory, **options)
+    model.load()
+    model.start()
+    return model
+
+
+async def test_requests_beyond_nireq_wait_for_a_free_infer_request(tmp_path: Path) -> None:
+    save_scale_model(tmp_path, 2.0)
+    model = loaded(tmp_path, nireq=2)
+    assert model.nireq == 2
+    inputs = [np.full((4, 3), i, np.float32) for i in range(40)]
+    results = await asyncio.gather(*(model.infer({"x": x}) for x in inputs))
+    for x, result in zip(inputs, results, strict=True):
+        np.testing.assert_array_equal(result["y"], x * 2)
+
+
+async def test_input_checks_name_the_input(tmp_path: Path) -> None:
+    save_scale_model(tmp_path, 2.0)
+    model = loaded(tmp_path)
+    cases = [
+        ({"x": np.ones((1, 3), np.int32)}, "Invalid datatype of input x: got INT32, expected FP32"),
+        (
+            {"x": np.ones((1, 4), np.float32)},
+            "Invalid shape of input x: got [1, 4], expected [-1, 3]",
+        ),
+        ({}, "Missing input: x"),
+        ({"x": np.ones((1, 3), np.float32), "z": np.ones(1)}, "Unexpected input: z"),
+    ]
+    for inputs, message in cases:
+        with pytest.raises(InvalidRequest) as caught:
+            await model.infer(inputs)
+        assert caught.value.message.startswith(message)
+    with pytest.raises(InvalidRequest, match="Unexpected output: q"):
+        await model.infer({"x": np.ones((1, 3), np.float32)}, ["q"])
+
+
+async def test_shape_setting_reshapes_the_model(tmp_path: Path) -> None:
+    save_scale_model(tmp_path, 2.0, shape=[1, 3])
+    fixed = loaded(tmp_path)
+    assert fixed.inputs[0].shape == (1, 3)
+    dynamic = loaded(tmp_path, shape="auto")
+    assert dynamic.inputs[0].shape == (-1, -1)
+    result = await dynamic.infer({"x": np.ones((2, 5), np.float32)})
+    assert result["y"].shape == (2, 5)
+    explicit = loaded(tmp_path, shape={"x": "(4,3)"})
+    assert explicit.inputs[0].shape == (4, 3)
