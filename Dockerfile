@@ -51,8 +51,11 @@ RUN groupadd --gid 1000 graphrt \
         --shell /usr/sbin/nologin graphrt \
     && mkdir -p /models
 
+# The code stays root's; only the cache (models, converted tokenizers) is the server's to write.
 # COPY keeps file times (whole seconds), so the baked tokenizer IR is found at start.
-COPY --from=builder --chown=1000:1000 /opt/graphrt /opt/graphrt
+COPY --from=builder /opt/graphrt/venv /opt/graphrt/venv
+COPY --from=builder /opt/graphrt/healthcheck.py /opt/graphrt/healthcheck.py
+COPY --from=builder --chown=1000:1000 /opt/graphrt/cache /opt/graphrt/cache
 
 ENV PATH=/opt/graphrt/venv/bin:$PATH \
     GRAPHRT_CACHE=/opt/graphrt/cache \

@@ -186,7 +186,6 @@ class ModelRepository:
         self.services = dict(services or {})  # lent to every graph run (e.g. the media policy)
         self.servables: dict[str, GraphServable] = {}
         self.models: dict[str, VersionedModel] = {}
-        self.retired: list[GraphServable] = []
         self.drain_timeout = drain_timeout
         self._lock = asyncio.Lock()
         self._first_apply_done = False  # until then nothing is ready, even with no servable yet
@@ -297,13 +296,7 @@ class ModelRepository:
 
     def _retire(self, servable: GraphServable) -> None:
         """Unload in the background once in-flight requests are done."""
-        self.retired.append(servable)
-
-        async def unload() -> None:
-            await servable.unload(self.drain_timeout)
-            self.retired.remove(servable)
-
-        task = asyncio.get_running_loop().create_task(unload())
+        task = asyncio.get_running_loop().create_task(servable.unload(self.drain_timeout))
         self._unloading.add(task)  # the loop keeps only weak references to tasks
         task.add_done_callback(self._unloading.discard)
 

@@ -53,12 +53,21 @@ USAGE_LOG_SECONDS = 5.0
 DEFAULT_SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "repetition_penalty", "do_sample")
 
 
-def check_image_count(kind: PipelineType, device: str, count: int) -> None:
-    """OVMS's rule for VLMs on NPU (docs/llm/reference.md): exactly one image per request.
+# Images one request may carry. Each decodes to at most 4096x4096 RGB (48 MiB, see
+# servables/media/images.py), and a small PNG of one colour can be that big once decoded, so
+# without a cap one request within the body limit could ask for gigabytes.
+MAX_IMAGES_PER_REQUEST = 32
 
-    OVMS documents that other requests are rejected on NPU, so they are here too, before any
-    image is fetched; on other devices any number of images (also none) is fine.
-    """
+
+def check_image_count(kind: PipelineType, device: str, count: int) -> None:
+    """OVMS's rule for VLMs on NPU (docs/llm/reference.md): exactly one image per request;
+    elsewhere at most MAX_IMAGES_PER_REQUEST. Checked before any image is fetched."""
+    if count > MAX_IMAGES_PER_REQUEST:
+        raise InvalidRequest(
+            f"A request may carry at most {MAX_IMAGES_PER_REQUEST} images, but {count} were "
+            "provided",
+            param="messages",
+        )
     if kind is PipelineType.VLM and device.upper().startswith("NPU") and count != 1:
         raise InvalidRequest(
             f"VLM servables on NPU accept exactly one image per request, but {count} were provided",
@@ -446,15 +455,17 @@ class LLMServable:
         # Last: everything cheap to refuse has been checked before any image is fetched.
         images = await self._images(request, media)
         engine_requests = self._requests(request, prompt_ids, prompt_text, config, images)
+        del images  # the requests hold them until they are sent, then the worker has its copy
+        request_id = engine_requests[0].request_id
         sampling = request.sampling
         stats = RequestStats(submitted=time.perf_counter(), prompt_tokens=len(prompt_ids))
         logger.debug(
             "%s: request %s, %s%d prompt tokens, %d image(s), max_new_tokens %d, n %d, stream %s",
             self.name,
-            engine_requests[0].request_id,
+            request_id,
             "~" if self.kind.vision else "",
             len(prompt_ids),
-            len(images),
+            len(request.images),
             max_new_tokens,
             sampling.n,
             request.stream,
@@ -480,12 +491,13 @@ class LLMServable:
             for index in range(sampling.n)
         }
         if sampling.best_of:  # one beam search: its sequences are the choices
-            choice_of_request = {engine_requests[0].request_id: -1}
+            choice_of_request = {request_id: -1}
         else:
             choice_of_request = {r.request_id: i for i, r in enumerate(engine_requests)}
         for listener in self.request_listeners:
             listener.started(self, stats)
         stream = self.engine.submit(engine_requests)
+        del engine_requests  # sent: no decoded pixels kept for the rest of the generation
         try:
             async for event in self._events(
                 stream, choices, choice_of_request, sampling.logprobs, skip_special, stats
@@ -498,7 +510,7 @@ class LLMServable:
             logger.debug(
                 "%s: request %s done, %d completion tokens, ttft %s ms",
                 self.name,
-                engine_requests[0].request_id,
+                request_id,
                 stats.completion_tokens,
                 f"{(stats.first_token - stats.submitted) * 1e3:.1f}" if stats.first_token else "-",
             )

@@ -123,12 +123,13 @@ def decode_image(
                 image.draft("RGB", target)  # decode at 1/2, 1/4 or 1/8 scale, still >= target
         try:
             image.load()
-            oriented = ImageOps.exif_transpose(image)
-            rgb = _to_rgb(oriented)
+            sides = image.size
+            ImageOps.exif_transpose(image, in_place=True)  # no full-size copy when upright
+            rgb = _to_rgb(image)
         except (OSError, SyntaxError, ValueError, EOFError) as error:
             raise _refuse(f"the image data is truncated or corrupt ({error})", param) from error
         if target is not None:
-            if oriented is not image:  # EXIF rotation by 90 degrees swaps the sides
+            if image.size != sides:  # EXIF rotation by 90 degrees swaps the sides
                 target = _fit(rgb.width, rgb.height, limits.resize_pixels)
             rgb = rgb.resize(target, Image.Resampling.BICUBIC, reducing_gap=3.0)
         pixels = np.array(rgb, dtype=np.uint8)  # a writable, contiguous copy

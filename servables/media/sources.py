@@ -201,14 +201,18 @@ async def _bytes_of(
     if kind == "data":
         return _data_url_bytes(source, policy.limits, param)
     if kind == "url":
-        parts = urlsplit(source)
+        try:
+            parts = urlsplit(source)
+            host = parts.hostname
+        except ValueError as error:
+            raise InvalidRequest(f"Invalid image URL: {error}", param=param) from None
         if parts.scheme.lower() not in ("http", "https"):
             raise InvalidRequest(
                 f"Unsupported image URL scheme {parts.scheme!r}: use http(s), a base64 data URL "
                 "or a local path",
                 param=param,
             )
-        if not policy.allows_host(parts.hostname):
+        if not policy.allows_host(host):
             raise InvalidRequest(DOMAIN_NOT_ALLOWED, param=param)
         assert session is not None
         return await _download(source, policy, session, param)
@@ -247,7 +251,12 @@ async def load_images(
         session = None
         if any(source_kind(source) == "url" for source, _ in sources):
             session = await stack.enter_async_context(
-                aiohttp.ClientSession(headers={"User-Agent": "graphrt"})
+                aiohttp.ClientSession(
+                    # Images are compressed already; a gzip answer must not grow past the limit
+                    # before the size check sees it.
+                    headers={"User-Agent": "graphrt", "Accept-Encoding": "identity"},
+                    auto_decompress=False,
+                )
             )
         tasks = [
             asyncio.ensure_future(load_image(source, policy, session=session, param=param))

@@ -1,8 +1,11 @@
 """One version of a plain OpenVINO model: compiled once, served by a pool of infer requests.
 
-`nireq` infer requests run concurrently (OVMS's `nireq`); a request borrows one from the pool,
-starts it asynchronously and awaits its completion callback, so inference never blocks the event
-loop and concurrent requests overlap on the device. Inputs are checked against the model's
+`nireq` infer requests run concurrently (OVMS's `nireq`); a request borrows one from the pool
+and runs it on one of the model's `nireq` threads (OpenVINO releases the GIL while it infers), so
+inference never blocks the event loop and concurrent requests overlap on the device. Not
+`start_async` with a completion callback: when an inference fails, OpenVINO's Python binding
+throws inside its callback wrapper and never calls the Python function, so the caller would wait
+forever and the infer request would never return to the pool. Inputs are checked against the model's
 inputs (name, element type, shape) with messages that name the input; numpy arrays are handed to
 OpenVINO without copying.
 """
@@ -13,14 +16,15 @@ import asyncio
 import logging
 import threading
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from servables.errors import InvalidRequest, ServableLoadError
-from servables.ov_model.datatypes import KSERVE_TO_NUMPY, OPENVINO_TO_KSERVE, kserve_name
+from servables.errors import InvalidRequest, ServableError, ServableLoadError
+from servables.ov_model.datatypes import OPENVINO_TO_KSERVE, kserve_name
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +114,7 @@ class OpenVINOModel:
         self.nireq = 0
         self._compiled: Any = None
         self._pool: asyncio.Queue[Any] | None = None
+        self._threads: ThreadPoolExecutor | None = None
 
     def load(self) -> None:
         """Read, reshape and compile (blocking: call from a worker thread)."""
@@ -161,6 +166,7 @@ class OpenVINOModel:
         self._pool = asyncio.Queue()
         for _ in range(self.nireq):
             self._pool.put_nowait(self._compiled.create_infer_request())
+        self._threads = ThreadPoolExecutor(self.nireq, thread_name_prefix=f"infer-{self.name}")
 
     def check_inputs(self, inputs: Mapping[str, np.ndarray[Any, Any]]) -> None:
         expected = {spec.name: spec for spec in self.inputs}
@@ -200,49 +206,28 @@ class OpenVINOModel:
                     f"Unexpected output: {name}; {self.name} produces " + ", ".join(names),
                     param=name,
                 )
-        pool = self._pool
-        assert pool is not None, "start() was not called"
+        pool, threads = self._pool, self._threads
+        assert pool is not None and threads is not None, "start() was not called"
         request = await pool.get()
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[dict[str, np.ndarray[Any, Any]]] = loop.create_future()
+        job = asyncio.get_running_loop().run_in_executor(
+            threads, _infer, request, dict(inputs), wanted
+        )
 
-        def finished(_: Any) -> None:
-            # On OpenVINO's thread: copy the outputs before the request can be reused, then
-            # hand results and request back to the loop. Runs even if the caller was cancelled.
-            try:
-                result = {name: request.get_tensor(name).data.copy() for name in wanted}
-            except RuntimeError as error:
-                loop.call_soon_threadsafe(_complete, done, None, error, pool, request)
-                return
-            loop.call_soon_threadsafe(_complete, done, result, None, pool, request)
-
-        request.set_callback(finished, None)
-        try:
-            request.start_async(dict(inputs), share_inputs=True)
-        except RuntimeError as error:
+        def release(finished: asyncio.Future[Any]) -> None:
+            # Only once OpenVINO is done with the request, even if the caller was cancelled.
             pool.put_nowait(request)
-            raise InvalidRequest(f"{self.name}: {error}") from error
-        return await done
+            if not finished.cancelled():
+                finished.exception()  # retrieved: a cancelled caller no longer wants it
+
+        job.add_done_callback(release)
+        try:
+            return await asyncio.shield(job)
+        except RuntimeError as error:
+            logger.error("%s: inference failed: %s", self.name, error)
+            raise ServableError(f"{self.name}: inference failed: {error}") from error
 
 
-def _complete(
-    done: asyncio.Future[dict[str, np.ndarray[Any, Any]]],
-    result: dict[str, np.ndarray[Any, Any]] | None,
-    error: BaseException | None,
-    pool: asyncio.Queue[Any],
-    request: Any,
-) -> None:
-    pool.put_nowait(request)
-    if done.done():
-        return
-    if result is None:
-        done.set_exception(InvalidRequest(f"inference failed: {error}"))
-    else:
-        done.set_result(result)
-
-
-def numpy_dtype(datatype: str) -> np.dtype[np.generic]:
-    try:
-        return KSERVE_TO_NUMPY[datatype]
-    except KeyError:
-        raise InvalidRequest(f"Unsupported datatype {datatype}") from None
+def _infer(request: Any, inputs: dict[str, Any], outputs: list[str]) -> dict[str, Any]:
+    """On a model thread: run, and copy the outputs before the request can be reused."""
+    request.infer(inputs, share_inputs=True)
+    return {name: request.get_tensor(name).data.copy() for name in outputs}

@@ -161,7 +161,6 @@ class VersionedModel:
         self.config = config
         self.name = config.name
         self.versions: dict[int, Version] = {}
-        self.loaded_at = 0.0
         self._lock = asyncio.Lock()
 
     def available_versions(self) -> list[int]:
@@ -175,7 +174,11 @@ class VersionedModel:
         base = self.config.base_path
         if not base.is_dir():
             return []
-        return [int(p.name) for p in base.iterdir() if p.is_dir() and p.name.isdigit()]
+        return [
+            int(p.name)
+            for p in base.iterdir()
+            if p.is_dir() and p.name.isascii() and p.name.isdigit()
+        ]
 
     async def refresh(self) -> bool:
         """Load newly selected versions, unload dropped ones; True if anything changed."""
@@ -183,11 +186,22 @@ class VersionedModel:
             wanted = set(self.config.version_policy.select(self.on_disk()))
             loaded = {n for n, v in self.versions.items() if v.state is not VersionState.END}
             added, removed = sorted(wanted - loaded), sorted(loaded - wanted)
+            # New versions load first, so the model keeps answering meanwhile; the dropped ones
+            # go only if a selected version works (a broken new folder leaves the old serving).
+            if added:
+                await asyncio.gather(*(self._load(number) for number in added))
+            if removed and not any(
+                self.versions[n].state is VersionState.AVAILABLE for n in wanted
+            ):
+                logger.error(
+                    "model %s: no selected version loaded; version(s) %s keep serving",
+                    self.name,
+                    ", ".join(map(str, removed)),
+                )
+                removed = []
             for number in removed:
                 self.versions[number] = Version(number, VersionState.END)
                 logger.info("model %s version %d unloaded", self.name, number)
-            if added:
-                await asyncio.gather(*(self._load(number) for number in added))
             if not wanted and not self.on_disk():
                 logger.error(
                     "model %s: no version folders under %s", self.name, self.config.base_path
@@ -217,7 +231,6 @@ class VersionedModel:
             return
         model.start()
         self.versions[number] = Version(number, VersionState.AVAILABLE, model)
-        self.loaded_at = time.time()
         logger.info(
             "model %s version %d loaded in %.2f s (%d infer requests on %s)",
             self.name,

@@ -504,14 +504,18 @@ def test_healthcheck_command_reports_readiness(default_container: Container, ima
     assert f"127.0.0.1:{closed}/v2/health/ready" in result.stdout + result.stderr
 
 
+# The README's documented mount point, and the one OVMS's own docker run lines use.
+@pytest.mark.parametrize("mount", ["/models", "/workspace"])
 def test_docker_run_line_with_a_mounted_config(
     buildah: Buildah,
     image: Image,
     smollm2_gguf: Path,
     run_graphrt: Callable[..., subprocess.CompletedProcess[str]],
     tmp_path_factory: pytest.TempPathFactory,
+    mount: str,
 ) -> None:
-    """The README's line: -v $(pwd)/models:/models:ro IMAGE --rest_port N --config_path ..."""
+    """The README's lines: -v $(pwd)/models:MOUNT:ro IMAGE --rest_port N --config_path
+    MOUNT/config.json."""
     work = tmp_path_factory.mktemp("models_mount")
     exported = run_graphrt(
         "export",
@@ -532,16 +536,22 @@ def test_docker_run_line_with_a_mounted_config(
     for path in models.rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)
     port = free_port()
-    args = ["--rest_port", str(port), "--config_path", "/models/config.json"]
+    args = ["--rest_port", str(port), "--config_path", f"{mount}/config.json"]
     container = Container(
-        buildah, image, args, work / "container.log", volumes=[f"{models}:/models:ro"]
+        buildah, image, args, work / "container.log", volumes=[f"{models}:{mount}:ro"]
     )
     with running(container):
         assert "Paris" in chat(container.base_url, "smollm2")
-        written = container.exec(["/bin/sh", "-c", "touch /models/x"], image.config["User"])
+        written = container.exec(["/bin/sh", "-c", f"touch {mount}/x"], image.config["User"])
         assert written.returncode != 0
         assert "Read-only file system" in written.stderr
+        # The server's user owns its cache, not its code.
+        user = image.config["User"]
+        code = container.exec(["/bin/sh", "-c", "touch /opt/graphrt/venv/bin/x"], user)
+        assert code.returncode != 0 and "Permission denied" in code.stderr, code.stderr
+        cache = container.exec(["/bin/sh", "-c", "touch /opt/graphrt/cache/x"], user)
+        assert cache.returncode == 0, cache.stderr
     log = container.log()
     # openvino-genai opens a GGUF read-write, so the server loads a copy of the read-only file.
-    assert "/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf is read-only" in log
+    assert f"{mount}/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf is read-only" in log
     assert "stopped" in log  # graceful shutdown on SIGTERM to PID 1

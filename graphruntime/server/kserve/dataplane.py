@@ -58,7 +58,7 @@ def parse_version(text: str) -> int | None:
     """'' -> None (the latest); otherwise a positive integer."""
     if not text:
         return None
-    if not text.isdigit() or int(text) < 1:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise InvalidRequest(f"Model version must be a positive integer, got {text!r}")
     return int(text)
 

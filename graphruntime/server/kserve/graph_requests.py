@@ -104,21 +104,21 @@ def packet_timestamp(request: InferRequest, default: int) -> int:
 
 def side_packets(servable: GraphServable, request: InferRequest) -> dict[str, Any]:
     """The servable's side packets plus the request's parameters (strings, ints, bools)."""
+    assert servable.graph is not None
     packets = dict(servable.side_packets)
     for name, value in request.parameters.items():
         if name == TIMESTAMP_PARAMETER:
             continue
-        if name in packets:
+        if name in packets or name in servable.graph.side_packet_producers:
             raise InvalidRequest(
-                f"Request parameter {name} names a side packet the server provides; choose "
-                "another name"
+                f"Request parameter {name} names a side packet the server or the graph "
+                "provides; choose another name"
             )
         if not isinstance(value, (str, int, bool)):
             raise InvalidRequest(
                 f"Request parameter {name} must be a string, int64 or bool to become a side packet"
             )
         packets[name] = value
-    assert servable.graph is not None
     for name, required in servable.graph.external_side_packets.items():
         if required and name not in packets:
             raise InvalidRequest(
@@ -199,6 +199,16 @@ def response_for(
     )
 
 
+async def add_packets(graph: Graph, packets: list[tuple[str, Any]], timestamp: int) -> None:
+    """A request's packets at its timestamp; a timestamp the graph refuses (not increasing,
+    out of range) is the client's mistake."""
+    try:
+        for stream, payload in packets:
+            await graph.add_packet(stream, Packet(payload, timestamp))
+    except PacketError as error:
+        raise InvalidRequest(error.message) from error
+
+
 async def infer(servable: GraphServable, request: InferRequest) -> InferResponse:
     """Run the graph once for a unary request."""
     ports = ports_of(servable)
@@ -208,8 +218,7 @@ async def infer(servable: GraphServable, request: InferRequest) -> InferResponse
     async with servable.graph_run() as graph:
         pollers = {name: graph.poll_output_stream(name) for name in outputs}
         await graph.start_run(side_packets(servable, request))
-        for stream, payload in packets:
-            await graph.add_packet(stream, Packet(payload, timestamp))
+        await add_packets(graph, packets, timestamp)
         graph.close_all_packet_sources()
         results: list[tuple[str, Packet[Any]]] = []
         for name, poller in pollers.items():
@@ -256,14 +265,20 @@ class GraphStream:
             )
         packets = input_packets(self.ports, request, self.servable.name, complete=False)
         timestamp = packet_timestamp(request, self.next_timestamp)
+        # Recorded before the packets go in (outputs can follow at once); a refused request (a
+        # timestamp already used) must not relabel the outputs of the one that used it.
+        previous = self.request_ids.get(timestamp)
         self.request_ids[timestamp] = request.id
         if len(self.request_ids) > REMEMBERED_IDS:  # a long stream must not grow without bound
             del self.request_ids[next(iter(self.request_ids))]
         try:
-            for stream, payload in packets:
-                await graph.add_packet(stream, Packet(payload, timestamp))
-        except PacketError as error:
-            raise InvalidRequest(error.message) from error
+            await add_packets(graph, packets, timestamp)
+        except InvalidRequest:
+            if previous is None:
+                self.request_ids.pop(timestamp, None)
+            else:
+                self.request_ids[timestamp] = previous
+            raise
         self.next_timestamp = timestamp + 1
 
     async def _feed(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,16 +138,31 @@ def array_from_raw(raw: bytes, datatype: str, shape: Sequence[int], name: str) -
     return np.frombuffer(raw, dtype=dtype.newbyteorder("<")).reshape(shape)
 
 
+def _bytes_elements(values: Any, name: str) -> Iterator[bytes]:
+    """The BYTES elements of a (nested) list, each as it came: no fixed-width numpy array,
+    which would strip trailing NULs and pad every element to the longest one."""
+    if isinstance(values, bytes):
+        yield values
+    elif isinstance(values, str):
+        yield values.encode()
+    elif isinstance(values, Sequence):
+        for value in values:
+            yield from _bytes_elements(value, name)
+    else:
+        raise InvalidRequest(
+            f"Invalid data of input {name}: BYTES elements are strings", param=name
+        )
+
+
 def array_from_values(values: Any, datatype: str, shape: Sequence[int], name: str) -> Array:
     """An input tensor from typed values (JSON `data` or gRPC typed contents)."""
     count = _element_count(shape, name)
     if datatype == "BYTES":
-        flat = [v.encode() if isinstance(v, str) else bytes(v) for v in np.ravel(values)]
-        array = np.array(flat, dtype=object)
+        array = np.array(list(_bytes_elements(values, name)), dtype=object)
     else:
         try:
             array = np.asarray(values, dtype=_dtype(datatype, name)).ravel()
-        except (TypeError, ValueError) as error:
+        except (TypeError, ValueError, OverflowError) as error:
             raise InvalidRequest(
                 f"Invalid data of input {name}: not {datatype} values", param=name
             ) from error

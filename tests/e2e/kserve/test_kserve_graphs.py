@@ -97,6 +97,31 @@ def test_a_required_side_packet_must_come_with_the_request(grpc_client: Any) -> 
     )
 
 
+def test_request_parameters_cannot_replace_a_side_packet_the_graph_makes(
+    grpc_client: Any,
+) -> None:
+    """`classifier` is the session side packet a node of the pipeline graph produces."""
+    values = np.ones((1, 4), np.float32)
+    with pytest.raises(InferenceServerException) as caught:
+        grpc_client.infer(
+            "pipeline", [tensor(triton_grpc, "values", values)], parameters={"classifier": "x"}
+        )
+    assert caught.value.status() == "StatusCode.INVALID_ARGUMENT"
+    assert "Request parameter classifier names a side packet" in caught.value.message()
+
+
+def test_a_unary_timestamp_the_graph_refuses_is_a_client_error(http_client: Any) -> None:
+    texts = np.array([b"x"], dtype=object)
+    with pytest.raises(InferenceServerException) as caught:
+        http_client.infer(
+            "decorate",
+            [tensor(triton_http, "text", texts, "BYTES")],
+            parameters={"suffix": "!", "OVMS_MP_TIMESTAMP": 2**63 - 1},
+        )
+    assert caught.value.status() == "400"
+    assert "timestamp" in caught.value.message().lower()
+
+
 def test_calculator_failure_names_node_and_phase(
     grpc_client: Any, kserve_server: KServeServer
 ) -> None:

@@ -215,3 +215,9 @@ async def test_load_images_keeps_order_and_fails_as_a_whole(folder: Path) -> Non
     with pytest.raises(InvalidRequest) as caught:
         await load_images([*good, ("../secret.png", "c")], media)
     assert caught.value.param == "c"
+
+
+@pytest.mark.parametrize("url", ["http://[", "https://[foo]/x.png"])
+async def test_a_malformed_url_is_refused_before_any_domain_check(url: str) -> None:
+    message = await refused(url, MediaPolicy())
+    assert message.startswith("Invalid image URL:")

@@ -13,7 +13,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from servables.errors import InvalidRequest, ModelNotFound, ServableLoadError, ServableNotReady
+from servables.errors import (
+    InvalidRequest,
+    ModelNotFound,
+    ServableError,
+    ServableLoadError,
+    ServableNotReady,
+)
 from servables.ov_model.model import OpenVINOModel, find_model_file
 from servables.ov_model.versions import (
     ModelConfig,
@@ -88,6 +94,28 @@ async def test_a_version_that_fails_to_load_is_reported(tmp_path: Path) -> None:
         model.get()
 
 
+async def test_a_new_latest_version_replaces_the_old_only_once_it_works(tmp_path: Path) -> None:
+    (tmp_path / "1").mkdir()
+    save_scale_model(tmp_path / "1", 2.0)
+    model = VersionedModel(config(tmp_path))  # latest 1
+    await model.refresh()
+    assert model.get().version == 1
+
+    (tmp_path / "2").mkdir()
+    (tmp_path / "2" / "model.xml").write_text("<not a model/>")
+    await model.refresh()
+    assert model.versions[2].state is VersionState.UNAVAILABLE
+    assert model.get().version == 1  # still served: its replacement failed
+
+    (tmp_path / "3").mkdir()
+    save_scale_model(tmp_path / "3", 5.0)
+    await model.refresh()
+    assert model.get().version == 3
+    assert model.versions[1].state is VersionState.END
+    x = np.ones((1, 3), np.float32)
+    assert (await model.get().infer({"x": x}))["y"].tolist() == [[5.0, 5.0, 5.0]]
+
+
 def test_a_version_folder_holds_exactly_one_model(tmp_path: Path) -> None:
     with pytest.raises(ServableLoadError, match="found none"):
         find_model_file(tmp_path)
@@ -144,3 +172,27 @@ async def test_shape_setting_reshapes_the_model(tmp_path: Path) -> None:
     assert result["y"].shape == (2, 5)
     explicit = loaded(tmp_path, shape={"x": "(4,3)"})
     assert explicit.inputs[0].shape == (4, 3)
+
+
+async def test_an_inference_that_fails_is_an_error_and_frees_its_infer_request(
+    tmp_path: Path,
+) -> None:
+    """x [-1] reshaped to [2, -1]: an odd length passes the input checks and fails in OpenVINO."""
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    x = ops.parameter([-1], ov.Type.f32, name="x")
+    x.output(0).get_tensor().set_names({"x"})
+    y = ops.reshape(x, ops.constant(np.array([2, -1], np.int64)), special_zero=False)
+    y.output(0).get_tensor().set_names({"y"})
+    ov.save_model(ov.Model([ops.result(y)], [x], "pairs"), tmp_path / "model.xml")
+    model = loaded(tmp_path, nireq=1)
+
+    for _ in range(3):  # more failures than infer requests: each one came back to the pool
+        with pytest.raises(ServableError, match="inference failed") as caught:
+            await asyncio.wait_for(model.infer({"x": np.ones(3, np.float32)}), 10)
+        assert not isinstance(
+            caught.value, InvalidRequest
+        )  # the server's failure, not the client's
+    result = await asyncio.wait_for(model.infer({"x": np.arange(4, dtype=np.float32)}), 10)
+    assert result["y"].tolist() == [[0.0, 1.0], [2.0, 3.0]]

@@ -8,7 +8,12 @@ import pytest
 
 from servables.errors import InvalidRequest
 from servables.llm.model_files import PipelineType
-from servables.llm.servable import LLMServable, LLMServableConfig, check_image_count
+from servables.llm.servable import (
+    MAX_IMAGES_PER_REQUEST,
+    LLMServable,
+    LLMServableConfig,
+    check_image_count,
+)
 
 TINY_VLM = Path(__file__).resolve().parents[2] / "fixtures" / "models" / "tiny-qwen2-vl"
 
@@ -26,6 +31,16 @@ def test_npu_vlm_takes_exactly_one_image(count: int) -> None:
         f"VLM servables on NPU accept exactly one image per request, but {count} were provided"
     )
     assert caught.value.param == "messages"
+
+
+def test_a_request_carries_a_bounded_number_of_images() -> None:
+    check_image_count(PipelineType.VLM_CB, "CPU", MAX_IMAGES_PER_REQUEST)
+    with pytest.raises(InvalidRequest) as caught:
+        check_image_count(PipelineType.VLM_CB, "CPU", MAX_IMAGES_PER_REQUEST + 1)
+    assert caught.value.message == (
+        f"A request may carry at most {MAX_IMAGES_PER_REQUEST} images, but "
+        f"{MAX_IMAGES_PER_REQUEST + 1} were provided"
+    )
 
 
 @pytest.mark.parametrize(

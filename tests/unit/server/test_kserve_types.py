@@ -14,6 +14,7 @@ from graphruntime.server.kserve.types import (
     InferRequest,
     InferResponse,
     array_from_raw,
+    array_from_values,
     decode_bytes_tensor,
     encode_bytes_tensor,
     request_from_grpc,
@@ -195,3 +196,28 @@ def test_tensor_from_python_values() -> None:
     assert tensor_from("s", "hi").data.tolist() == b"hi"
     with pytest.raises(ValueError, match="has no KServe datatype"):
         tensor_from("c", np.array([1j]))
+
+
+def test_bytes_values_keep_every_byte_and_their_own_length() -> None:
+    values = [["ab\x00", "c"], [b"\x00\x01\x00", b""]]
+    array = array_from_values(values, "BYTES", [2, 2], "x")
+    assert array.dtype == object
+    assert array.tolist() == [[b"ab\x00", b"c"], [b"\x00\x01\x00", b""]]
+
+
+@pytest.mark.parametrize(
+    ("values", "datatype", "message"),
+    [
+        ([10_000_000_000], "BYTES", "BYTES elements are strings"),
+        ([{"a": 1}], "BYTES", "BYTES elements are strings"),
+        ([300], "UINT8", "not UINT8 values"),
+        ([2**70], "INT64", "not INT64 values"),
+        ([[1, 2], [3]], "INT32", "not INT32 values"),
+    ],
+)
+def test_values_that_do_not_fit_the_datatype_are_a_client_error(
+    values: Any, datatype: str, message: str
+) -> None:
+    with pytest.raises(InvalidRequest, match=message) as caught:
+        array_from_values(values, datatype, [len(values)], "x")
+    assert caught.value.param == "x"
