@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import os
 import shutil
 import signal
@@ -526,6 +527,57 @@ def llm_graph(
 def make_llm_graph() -> Callable[..., str]:
     """`make_llm_graph("../models/x.gguf", max_tokens_limit=5)`: see `llm_graph`."""
     return llm_graph
+
+
+@dataclass
+class GraphRepository:
+    """An OVMS model repository: config.json next to one directory per servable, each with an
+    LLM graph.pbtxt over the same GGUF."""
+
+    root: Path
+    graph: Callable[..., str]
+    model: str
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.json"
+
+    def add_graph(self, name: str, **options: str | int | bool) -> None:
+        (self.root / name).mkdir(exist_ok=True)
+        (self.root / name / "graph.pbtxt").write_text(
+            self.graph(self.model, **options), encoding="utf-8"
+        )
+
+    def serve(self, names: Sequence[str]) -> None:
+        entries = [{"name": name, "base_path": name} for name in names]
+        self.write({"model_config_list": [], "mediapipe_config_list": entries})
+
+    def write(self, config: dict[str, Any] | str) -> None:
+        text = config if isinstance(config, str) else json.dumps(config, indent=2)
+        # Replace the file in one step, so a polling server never reads half of it.
+        scratch = self.config.with_suffix(".tmp")
+        scratch.write_text(text, encoding="utf-8")
+        scratch.replace(self.config)
+
+
+@pytest.fixture(scope="session")
+def graph_repository(
+    smollm2_gguf: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[str], GraphRepository]:
+    """`graph_repository("name")`: a fresh repository with graphs `base` and `added`, of which
+    config.json serves `base`."""
+
+    def make(name: str) -> GraphRepository:
+        root = tmp_path_factory.mktemp(name)
+        (root / "models").mkdir()
+        os.symlink(smollm2_gguf, root / "models" / smollm2_gguf.name)
+        repository = GraphRepository(root, llm_graph, f"../models/{smollm2_gguf.name}")
+        repository.add_graph("base")
+        repository.add_graph("added")
+        repository.serve(["base"])
+        return repository
+
+    return make
 
 
 # ------------------------------------------------------------------------- vision-language model

@@ -9,10 +9,7 @@ servables keep serving; the log and POST /v1/config/reload say what is wrong and
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -21,42 +18,12 @@ import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
 if TYPE_CHECKING:
-    from conftest import ExactServer, LaunchExact
+    from conftest import ExactServer, GraphRepository, LaunchExact
 
 ITALY: list[ChatCompletionMessageParam] = [
     {"role": "user", "content": "What is the capital of Italy?"}
 ]
 STREAM_TOKENS = 300
-
-
-@dataclass
-class Repository:
-    """An OVMS model repository: config.json next to one directory per servable."""
-
-    root: Path
-    graph: Callable[..., str]
-    model: str
-
-    @property
-    def config(self) -> Path:
-        return self.root / "config.json"
-
-    def add_graph(self, name: str, **options: str | int | bool) -> None:
-        (self.root / name).mkdir(exist_ok=True)
-        (self.root / name / "graph.pbtxt").write_text(
-            self.graph(self.model, **options), encoding="utf-8"
-        )
-
-    def serve(self, names: Sequence[str]) -> None:
-        entries = [{"name": name, "base_path": name} for name in names]
-        self.write({"model_config_list": [], "mediapipe_config_list": entries})
-
-    def write(self, config: dict[str, Any] | str) -> None:
-        text = config if isinstance(config, str) else json.dumps(config, indent=2)
-        # Replace the file in one step, so the poller never reads half of it.
-        scratch = self.config.with_suffix(".tmp")
-        scratch.write_text(text, encoding="utf-8")
-        scratch.replace(self.config)
 
 
 def states(http: httpx.Client) -> dict[str, str]:
@@ -96,27 +63,18 @@ def assert_complete_stream(payloads: Sequence[str], max_tokens: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def repository(
-    smollm2_gguf: Path, tmp_path_factory: pytest.TempPathFactory, make_llm_graph: Callable[..., str]
-) -> Repository:
-    root = tmp_path_factory.mktemp("polled")
-    (root / "models").mkdir()
-    os.symlink(smollm2_gguf, root / "models" / smollm2_gguf.name)
-    repository = Repository(root, make_llm_graph, f"../models/{smollm2_gguf.name}")
-    repository.add_graph("base")
-    repository.add_graph("added")
-    repository.serve(["base"])
-    return repository
+def repository(graph_repository: Callable[[str], GraphRepository]) -> GraphRepository:
+    return graph_repository("polled")
 
 
 @pytest.fixture(scope="module")
-def polled(repository: Repository, launch_exact: LaunchExact) -> Iterator[ExactServer]:
+def polled(repository: GraphRepository, launch_exact: LaunchExact) -> Iterator[ExactServer]:
     args = ["--config_path", str(repository.config), "--file_system_poll_wait_seconds", "1"]
     with launch_exact(args) as server:
         yield server
 
 
-def test_added_servable_loads_and_serves(polled: ExactServer, repository: Repository) -> None:
+def test_added_servable_loads_and_serves(polled: ExactServer, repository: GraphRepository) -> None:
     repository.serve(["base", "added"])
     wait_for_states(polled, {"base": "AVAILABLE", "added": "AVAILABLE"})
 
@@ -135,7 +93,7 @@ def test_added_servable_loads_and_serves(polled: ExactServer, repository: Reposi
 
 
 async def test_removed_servable_finishes_its_open_stream(
-    polled: ExactServer, repository: Repository
+    polled: ExactServer, repository: GraphRepository
 ) -> None:
     repository.serve(["base", "added"])
     wait_for_states(polled, {"base": "AVAILABLE", "added": "AVAILABLE"})
@@ -180,7 +138,7 @@ async def test_removed_servable_finishes_its_open_stream(
     ids=["bad-json", "unknown-top-level-key"],
 )
 def test_invalid_config_changes_nothing(
-    polled: ExactServer, repository: Repository, text: str, named: str
+    polled: ExactServer, repository: GraphRepository, text: str, named: str
 ) -> None:
     repository.serve(["base"])
     wait_for_states(polled, {"base": "AVAILABLE"})

@@ -12,10 +12,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -24,7 +22,7 @@ import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
 if TYPE_CHECKING:
-    from conftest import ExactServer, LaunchExact
+    from conftest import ExactServer, GraphRepository, LaunchExact
 
 ITALY: list[ChatCompletionMessageParam] = [
     {"role": "user", "content": "What is the capital of Italy?"}
@@ -34,27 +32,6 @@ NEW_LIMIT = 5
 STREAM_TOKENS = 700
 # Longest pause allowed in a stream, or for /v2/health/live, while another servable loads.
 MAX_STALL = 1.0
-
-
-class Repository:
-    """config.json next to one directory per servable, each with graph.pbtxt."""
-
-    def __init__(self, root: Path, graph: Callable[..., str], model: str) -> None:
-        self.root = root
-        self.graph = graph
-        self.model = model
-        self.config = root / "config.json"
-
-    def add_graph(self, name: str, **options: str | int | bool) -> None:
-        (self.root / name).mkdir(exist_ok=True)
-        (self.root / name / "graph.pbtxt").write_text(
-            self.graph(self.model, **options), encoding="utf-8"
-        )
-
-    def serve(self, names: Sequence[str]) -> None:
-        entries = [{"name": name, "base_path": name} for name in names]
-        config = {"model_config_list": [], "mediapipe_config_list": entries}
-        self.config.write_text(json.dumps(config, indent=2), encoding="utf-8")
 
 
 def states(http: httpx.Client) -> dict[str, str]:
@@ -73,27 +50,18 @@ async def data_lines(response: httpx.Response) -> AsyncIterator[str]:
 
 
 @pytest.fixture(scope="module")
-def repository(
-    smollm2_gguf: Path, tmp_path_factory: pytest.TempPathFactory, make_llm_graph: Callable[..., str]
-) -> Repository:
-    root = tmp_path_factory.mktemp("reloaded")
-    (root / "models").mkdir()
-    os.symlink(smollm2_gguf, root / "models" / smollm2_gguf.name)
-    repository = Repository(root, make_llm_graph, f"../models/{smollm2_gguf.name}")
-    repository.add_graph("base")
-    repository.add_graph("added")
-    repository.serve(["base"])
-    return repository
+def repository(graph_repository: Callable[[str], GraphRepository]) -> GraphRepository:
+    return graph_repository("reloaded")
 
 
 @pytest.fixture(scope="module")
-def manual(repository: Repository, launch_exact: LaunchExact) -> Iterator[ExactServer]:
+def manual(repository: GraphRepository, launch_exact: LaunchExact) -> Iterator[ExactServer]:
     args = ["--config_path", str(repository.config), "--file_system_poll_wait_seconds", "0"]
     with launch_exact(args) as server:
         yield server
 
 
-def test_reload_adds_a_servable(manual: ExactServer, repository: Repository) -> None:
+def test_reload_adds_a_servable(manual: ExactServer, repository: GraphRepository) -> None:
     repository.serve(["base", "added"])
     with manual.http() as http:
         time.sleep(1.5)  # polling is off: nothing happens by itself
@@ -116,7 +84,7 @@ def test_reload_adds_a_servable(manual: ExactServer, repository: Repository) -> 
 
 
 async def test_changed_graph_replaces_the_servable_after_its_open_stream(
-    manual: ExactServer, repository: Repository
+    manual: ExactServer, repository: GraphRepository
 ) -> None:
     body = {
         "model": "base",
@@ -175,7 +143,7 @@ async def test_changed_graph_replaces_the_servable_after_its_open_stream(
 
 
 async def test_loading_a_servable_does_not_stall_other_streams(
-    manual: ExactServer, repository: Repository
+    manual: ExactServer, repository: GraphRepository
 ) -> None:
     """The engine runs in its own process; the HTTP server must keep serving while one loads.
 
