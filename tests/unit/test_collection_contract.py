@@ -1,0 +1,49 @@
+"""The README's test command must work on a machine with only Python and pip.
+
+Tests that need a system tool are marked `system` and check for the tool when they run, never
+at import: otherwise one missing tool stops collection of the whole suite (it once did). This
+collects every test, system ones included, with a PATH on which no tool can be found.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SYSTEM_MODULES = ("tests/e2e/test_container_image.py", "tests/e2e/test_nginx.py")
+
+
+def _collect(tmp_path: Path, *marker: str) -> subprocess.CompletedProcess[str]:
+    empty = tmp_path / "empty-bin"
+    empty.mkdir(exist_ok=True)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *marker],
+        cwd=REPO,
+        env={**os.environ, "PATH": str(empty)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_collection_needs_no_system_tool(tmp_path: Path) -> None:
+    result = _collect(tmp_path, "-m", "")
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert "error" not in output.lower().splitlines()[-1], output[-4000:]
+    collected = [line for line in result.stdout.splitlines() if "::" in line]
+    for module in SYSTEM_MODULES:
+        assert any(line.startswith(module) for line in collected), module
+
+
+def test_system_tests_are_deselected_by_default(tmp_path: Path) -> None:
+    result = _collect(tmp_path)
+    assert result.returncode == 0, result.stdout[-4000:]
+    collected = [line for line in result.stdout.splitlines() if "::" in line]
+    assert collected
+    assert not any(line.startswith(SYSTEM_MODULES) for line in collected)
+    assert "tests/unit/server/test_cli_graph.py::test_show_svg" not in collected
