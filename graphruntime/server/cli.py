@@ -20,6 +20,7 @@ from graphruntime.drawing import FORMATS
 from graphruntime.errors import GraphConfigError, GraphError, GraphValidationError
 from graphruntime.server.export import ExportError, ExportRequest, export_text_generation
 from graphruntime.server.graph_export import TextGenerationSettings
+from graphruntime.server.own_packages import other_owners
 from graphruntime.server.server import StartupError, serve
 from graphruntime.server.settings import ServerSettings
 from graphruntime.validation import ValidatedGraph
@@ -333,6 +334,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def warn_about_shared_names() -> None:
+    for name, others in other_owners().items():
+        logger.warning(
+            "the distribution(s) %s also install a top-level '%s' package: theirs and graphrt's "
+            "share one directory and may overwrite each other's files; install graphrt in its "
+            "own virtual environment",
+            ", ".join(others),
+            name,
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -341,6 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Pillow logs every PNG chunk at DEBUG; request images would drown the server's own lines.
     logging.getLogger("PIL").setLevel(max(logging.INFO, logging.getLogger().level))
     if args.command == "serve":
+        warn_about_shared_names()
         try:
             load_user_code(args.python_path, args.imports)
             return asyncio.run(serve(settings_from(args)))
