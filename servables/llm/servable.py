@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servables.admission import Admission
 from servables.engine.client import EngineClient, RequestStream
 from servables.engine.messages import AddRequest, EngineSpec
 from servables.errors import InvalidRequest, ServableLoadError, ServableNotReady
@@ -44,6 +45,7 @@ from servables.media.images import ImageArray
 from servables.media.sources import MediaPolicy, load_images
 from servables.openai.protocol import GenerationRequest, Limits
 from servables.openai.responses import TokenLogprob, Usage
+from servables.supervision import Supervisor
 
 logger = logging.getLogger(__name__)
 
@@ -254,6 +256,16 @@ class LLMServable:
     def available(self) -> bool:
         return self.state is ServableState.AVAILABLE and self.engine.alive
 
+    @property
+    def supervisor(self) -> Supervisor:
+        """Restarts the engine process when it dies (servables.supervision)."""
+        return self.engine.supervisor
+
+    @property
+    def admission(self) -> Admission:
+        """Bounds the requests waiting for the engine (servables.admission)."""
+        return self.engine.admission
+
     # ------------------------------------------------------------------------------ requests
 
     def _decode(self, ids: Sequence[int], skip_special: bool = True) -> str:
@@ -445,7 +457,9 @@ class LLMServable:
         """
         if not self.available:
             raise ServableNotReady(
-                f"Model {self.name} is not available: {self.error or self.state.value}"
+                f"Model {self.name} is not available: "
+                f"{self.error or self.engine.dead or self.state.value}",
+                retry_after=self.engine.retry_after(),
             )
         self._check_capabilities(request)
         prompt_ids, prompt_text = self._prompt(request)

@@ -16,6 +16,7 @@ import contextlib
 import importlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -350,6 +351,7 @@ class ExactServer(Server):
         log_path: Path,
         model: str = MODEL_NAME,
         env: Mapping[str, str] | None = None,
+        new_session: bool = False,
     ) -> None:
         # Not Server.__init__: that one adds --model_name and starts the process itself.
         self.port = free_port()
@@ -373,6 +375,8 @@ class ExactServer(Server):
             stderr=subprocess.STDOUT,
             cwd=log_path.parent,
             env=environment,
+            # Its own process group, so a test can signal the group without hitting pytest.
+            start_new_session=new_session,
         )
 
     def wait_for(
@@ -392,6 +396,11 @@ class ExactServer(Server):
                         return
                 time.sleep(0.1)
         pytest.fail(f"waited {timeout:.0f} s for {what}:\n{self.log()}")
+
+    def engine_pids(self, servable: str) -> list[int]:
+        """Pids of the engine processes started for `servable`, oldest first (from the log)."""
+        pattern = re.compile(rf"engine of {re.escape(servable)} is running \(pid (\d+)\)")
+        return [int(pid) for pid in pattern.findall(self.log())]
 
     def wait_for_log(self, text: str, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
@@ -438,11 +447,16 @@ class LaunchExact:
         return running_exact_server(args, self._tmp.mktemp("server"), model, env, wait_ready)
 
     def start(
-        self, args: Sequence[str], model: str = MODEL_NAME, env: Mapping[str, str] | None = None
+        self,
+        args: Sequence[str],
+        model: str = MODEL_NAME,
+        env: Mapping[str, str] | None = None,
+        new_session: bool = False,
     ) -> ExactServer:
         """A started server the caller owns (wait_ready, then stop, or kill it and reap it):
-        for tests where a server has to die."""
-        return ExactServer(args, self._tmp.mktemp("server") / "server.log", model, env)
+        for tests where a server has to die. `new_session` starts it in a process group of its
+        own (for tests that signal the group)."""
+        return ExactServer(args, self._tmp.mktemp("server") / "server.log", model, env, new_session)
 
 
 @pytest.fixture(scope="session")
