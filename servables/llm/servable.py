@@ -168,6 +168,7 @@ class LLMServable:
             config.name,
         )
         self.tokenizer: Any = None
+        self.vocabulary_size: int | None = None
         self.batcher = DecodeBatcher(self._decode_many)
         self.template: ChatTemplate | None = None
         self.request_listeners: list[Any] = []
@@ -223,6 +224,8 @@ class LLMServable:
         bos = special_token(self._model_dir, "bos_token") or tokenizer.get_bos_token()
         eos = special_token(self._model_dir, "eos_token") or tokenizer.get_eos_token()
         self.template = ChatTemplate(source, bos, eos)
+        # Token ids a prompt may use (ids past it reach the tokenizer as a 500; found by fuzzing).
+        self.vocabulary_size = len(tokenizer.get_vocab_vector())
         self.tokenizer = tokenizer
 
     def _log_usage(self, step: Any) -> None:
@@ -294,11 +297,7 @@ class LLMServable:
                     "/chat/completions or /responses."
                 )
             if isinstance(request.prompt, list):
-                vocabulary = (
-                    int(self.tokenizer.get_vocab_size())
-                    if hasattr(self.tokenizer, "get_vocab_size")
-                    else None
-                )
+                vocabulary = self.vocabulary_size
                 if vocabulary is not None and any(t >= vocabulary for t in request.prompt):
                     raise InvalidRequest(
                         f"prompt token ids must be below the vocabulary size {vocabulary}",
