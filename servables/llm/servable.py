@@ -40,6 +40,7 @@ from servables.llm.model_files import (
     infer_pipeline_type,
     is_gguf,
     max_model_length,
+    vocabulary_size,
 )
 from servables.media.images import ImageArray
 from servables.media.sources import MediaPolicy, load_images
@@ -168,7 +169,7 @@ class LLMServable:
             config.name,
         )
         self.tokenizer: Any = None
-        self.vocabulary_size: int | None = None
+        self.vocabulary_size = vocabulary_size(config.models_path)
         self.batcher = DecodeBatcher(self._decode_many)
         self.template: ChatTemplate | None = None
         self.request_listeners: list[Any] = []
@@ -224,8 +225,6 @@ class LLMServable:
         bos = special_token(self._model_dir, "bos_token") or tokenizer.get_bos_token()
         eos = special_token(self._model_dir, "eos_token") or tokenizer.get_eos_token()
         self.template = ChatTemplate(source, bos, eos)
-        # Token ids a prompt may use (ids past it reach the tokenizer as a 500; found by fuzzing).
-        self.vocabulary_size = len(tokenizer.get_vocab_vector())
         self.tokenizer = tokenizer
 
     def _log_usage(self, step: Any) -> None:
