@@ -41,3 +41,7 @@ class ServerSettings:
     plugin_config: str | None = None
     draft_source_model: str | None = None
     max_tokens_limit: int | None = None
+    # faults: engine restarts and back-pressure (graphruntime.server.serving_policy)
+    max_engine_restarts: int = 5
+    engine_restart_window: float = 300.0
+    max_queued_requests: int = 1024
