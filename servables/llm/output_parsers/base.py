@@ -1,0 +1,72 @@
+"""The parser every family implements: one per generated sequence, text in, channels out."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from servables.llm.output_parsers.types import ParsedDelta, ParsedOutput, ToolCall
+
+__all__ = ["OutputParser"]
+
+
+class OutputParser(ABC):
+    """Splits one generated sequence (one choice) into content, reasoning and tool calls.
+
+    Feed it the detokenized text as it arrives, in pieces of any size: a marker may be cut
+    anywhere, even inside a multi-character marker. Text that could still turn out to be the
+    start of a marker is held back until it is clear, so markup never reaches `content` or
+    `reasoning`. `finish()` flushes what was held. Not thread-safe; create one per choice (n>1
+    needs n parsers).
+
+    `keep_special_tokens`: when True, the family's markers are special tokens, so the text fed in
+    must be decoded with `skip_special_tokens=False`; the parser then removes its family's other
+    special tokens (end of turn, end of sequence) from the content itself.
+    """
+
+    keep_special_tokens: bool = False
+
+    @abstractmethod
+    def feed(self, text: str) -> ParsedDelta:
+        """Take the next piece of generated text; return what can be released now."""
+
+    @abstractmethod
+    def finish(self) -> ParsedDelta:
+        """Generation ended (any finish reason): release everything still held.
+
+        An unterminated tool call is emitted if its arguments are complete or repairable JSON;
+        otherwise its raw text becomes content, so no generated text is ever lost. Text inside an
+        unterminated reasoning block stays reasoning. The parser must not be fed afterwards.
+        """
+
+    def parse(self, text: str) -> ParsedOutput:
+        """The unary result: the whole text fed at once, then finished, deltas assembled.
+
+        Being built from the same deltas as streaming, it is by construction what a streaming
+        client assembles; ids match the first deltas' ids.
+        """
+        return assemble([self.feed(text), self.finish()])
+
+
+def assemble(deltas: list[ParsedDelta]) -> ParsedOutput:
+    """Join deltas the way an OpenAI client joins chunks."""
+    content: list[str] = []
+    reasoning: list[str] = []
+    ids: dict[int, str] = {}
+    names: dict[int, str] = {}
+    arguments: dict[int, list[str]] = {}
+    for delta in deltas:
+        content.append(delta.content)
+        reasoning.append(delta.reasoning)
+        for call in delta.tool_calls:
+            if call.id is not None:
+                ids[call.index] = call.id
+            if call.name is not None:
+                names[call.index] = call.name
+            arguments.setdefault(call.index, []).append(call.arguments)
+    calls = [
+        ToolCall(id=ids[index], name=names[index], arguments="".join(arguments[index]))
+        for index in sorted(arguments)
+    ]
+    return ParsedOutput(
+        content="".join(content) or None, reasoning="".join(reasoning) or None, tool_calls=calls
+    )
