@@ -47,6 +47,18 @@ class OutputParser(ABC):
         return assemble([self.feed(text), self.finish()])
 
 
+def extend_delta(target: ParsedDelta, more: ParsedDelta) -> None:
+    """Append `more` to `target`, joining argument pieces of the same call."""
+    target.content += more.content
+    target.reasoning += more.reasoning
+    for call in more.tool_calls:
+        last = target.tool_calls[-1] if target.tool_calls else None
+        if last is not None and last.index == call.index and call.id is None:
+            last.arguments += call.arguments
+        else:
+            target.tool_calls.append(call)
+
+
 def assemble(deltas: list[ParsedDelta]) -> ParsedOutput:
     """Join deltas the way an OpenAI client joins chunks."""
     content: list[str] = []

@@ -11,6 +11,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from servables.llm.output_parsers.base import OutputParser
+from servables.llm.output_parsers.chain import ChainedParser
+from servables.llm.output_parsers.families import TOOL_FAMILIES
+from servables.llm.output_parsers.harmony import HarmonyParser
+from servables.llm.output_parsers.reasoning import ThinkStage
+from servables.llm.output_parsers.types import ParserConfigError
 
 __all__ = [
     "REASONING_PARSERS",
@@ -19,19 +24,20 @@ __all__ = [
     "validate_parser_names",
 ]
 
-TOOL_PARSERS: tuple[str, ...] = (
-    "hermes3",
-    "llama3",
-    "mistral",
-    "devstral",
-    "phi4",
-    "qwen3coder",
-    "gptoss",
-)
-"""Tool-call families graphrt implements (a subset of OVMS's names)."""
+TOOL_PARSERS: tuple[str, ...] = (*TOOL_FAMILIES, "gptoss")
+"""Tool-call families graphrt implements (OVMS's names)."""
 
 REASONING_PARSERS: tuple[str, ...] = ("qwen3", "gptoss")
-"""Reasoning families graphrt implements (a subset of OVMS's names)."""
+"""Reasoning families graphrt implements (OVMS's names)."""
+
+# OVMS knows these too; graphrt does not implement them (yet): say so rather than "unknown".
+_OVMS_ONLY_TOOL_PARSERS = ("lfm2", "gemma4", "onyx", "minicpm5")
+_OVMS_ONLY_REASONING_PARSERS = ("gemma4", "onyx", "minicpm5", "lfm2")
+
+
+# OVMS's pair rule compares what each parser needs from the detokenizer
+# (requiresStreamingWithSpecialTokens); these are the ones that need special tokens kept.
+_OVMS_SPECIAL_TOKEN_PARSERS = frozenset({"devstral", "gptoss"})
 
 
 def validate_parser_names(tool_parser: str | None, reasoning_parser: str | None) -> None:
@@ -39,8 +45,53 @@ def validate_parser_names(tool_parser: str | None, reasoning_parser: str | None)
 
     Call at load time with the resolved names (None = off; the integration maps OVMS's "" =
     auto-detect and "none" = off before calling).
+
+    Pairs follow OVMS's rule, so that configurations move between the two servers unchanged:
+    the parsers must agree on keeping special tokens (devstral and gptoss need them, the
+    others not), which pairs gptoss only with gptoss.
     """
-    raise NotImplementedError
+    _check_name("tool_parser", tool_parser, TOOL_PARSERS, _OVMS_ONLY_TOOL_PARSERS)
+    _check_name(
+        "reasoning_parser", reasoning_parser, REASONING_PARSERS, _OVMS_ONLY_REASONING_PARSERS
+    )
+    if tool_parser is None or reasoning_parser is None:
+        return
+    tool_needs = tool_parser in _OVMS_SPECIAL_TOKEN_PARSERS
+    if tool_needs != (reasoning_parser in _OVMS_SPECIAL_TOKEN_PARSERS):
+        raise ParserConfigError(
+            f"tool_parser {tool_parser!r} cannot be combined with reasoning_parser "
+            f"{reasoning_parser!r}: one needs the output with special tokens kept and the "
+            "other without (gptoss goes only with gptoss)"
+        )
+
+
+def _check_name(
+    option: str, name: str | None, supported: tuple[str, ...], ovms_only: tuple[str, ...]
+) -> None:
+    if name is None or name in supported:
+        return
+    choices = ", ".join(supported)
+    if name in ovms_only:
+        raise ParserConfigError(
+            f"{option} {name!r} is not supported by graphrt yet; supported: {choices} (or 'none')",
+            param=option,
+        )
+    raise ParserConfigError(
+        f"unknown {option} {name!r}; supported: {choices} (or 'none')", param=option
+    )
+
+
+def tool_schemas(tools: Sequence[Mapping[str, Any]] | None) -> dict[str, Mapping[str, Any]]:
+    """Tool name -> parameters schema, from Chat Completions or Responses tool definitions."""
+    schemas: dict[str, Mapping[str, Any]] = {}
+    for tool in tools or ():
+        function = tool.get("function")
+        definition = function if isinstance(function, Mapping) else tool
+        name = definition.get("name")
+        if isinstance(name, str):
+            parameters = definition.get("parameters")
+            schemas[name] = parameters if isinstance(parameters, Mapping) else {}
+    return schemas
 
 
 def make_output_parser(
@@ -50,7 +101,10 @@ def make_output_parser(
     tools: Sequence[Mapping[str, Any]] | None,
     starts_in_reasoning: bool = False,
 ) -> OutputParser | None:
-    """A fresh parser for one generated sequence, or None when both names are None.
+    """A fresh parser for one generated sequence, or None when there is nothing to parse.
+
+    None when both names are None, and when tool parsing is off (no `tools`) and there is no
+    reasoning parser: the text is then plain content, decoded as usual.
 
     `tools` are the request's tool definitions, in the Chat Completions form
     (`{"type": "function", "function": {"name", "parameters"}}`) or the Responses API's flat
@@ -60,5 +114,19 @@ def make_output_parser(
 
     `starts_in_reasoning`: the rendered prompt already opened the reasoning block
     (see prompt_opens_reasoning), so the output begins inside it.
+
+    Read `keep_special_tokens` from the parser returned: it depends on the request (a family
+    whose markers are special tokens does not need them when tool parsing is off).
     """
-    raise NotImplementedError
+    validate_parser_names(tool_parser, reasoning_parser)
+    tools_on = bool(tools) and tool_parser is not None
+    if tool_parser == "gptoss" or reasoning_parser == "gptoss":
+        return HarmonyParser(tools=tools_on, reasoning=reasoning_parser == "gptoss")
+    if not tools_on and reasoning_parser is None:
+        return None
+    family = TOOL_FAMILIES[tool_parser] if tools_on and tool_parser is not None else None
+    return ChainedParser(
+        ThinkStage(starts_in_reasoning=starts_in_reasoning) if reasoning_parser else None,
+        family.stage(tool_schemas(tools)) if family else None,
+        keep_special_tokens=family.keep_special_tokens if family else False,
+    )
