@@ -81,8 +81,9 @@ class BodyReader(ABC):
 
 
 ReaderFactory = Callable[[str, Mapping[str, Mapping[str, Any]]], BodyReader]
-"""(opening marker text, tool name -> parameters schema) -> reader. The marker text is "" when
-the marker is part of the body (the reader consumes it itself)."""
+"""(marker text to give back with a rejected body, tool name -> parameters schema) -> reader.
+The text is "" when the marker is part of the body (the reader consumes it itself) or a special
+token (never content)."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,12 @@ class Opening:
     """Only at the start of the output (after whitespace): tagless forms such as a bare `{`."""
     part_of_body: bool = False
     """The marker is the body's own first characters (`{`, `[`), handed to the reader."""
+    special_token: bool = False
+    """The marker is a special token: a body that is not a call is given back without it."""
+
+    def make_reader(self, schemas: Mapping[str, Mapping[str, Any]]) -> BodyReader:
+        given_back = "" if self.part_of_body or self.special_token else self.marker
+        return self.reader(given_back, schemas)
 
 
 class ToolStage:
@@ -172,7 +179,7 @@ class ToolStage:
                 self._at_start = False
                 self._space_before_body = self._buffer[: len(self._buffer) - len(stripped)]
                 self._buffer = stripped if opening.part_of_body else stripped[len(marker) :]
-                self._reader = opening.reader("" if opening.part_of_body else marker, self._schemas)
+                self._reader = opening.make_reader(self._schemas)
                 return True
         if not final and any(marker.startswith(stripped) for marker in self._leading):
             return False
@@ -197,7 +204,7 @@ class ToolStage:
         else:
             start = position if opening.part_of_body else position + len(marker)
             self._buffer = self._buffer[start:]
-            self._reader = opening.reader("" if opening.part_of_body else marker, self._schemas)
+            self._reader = opening.make_reader(self._schemas)
         return True
 
     def _content(self, text: str) -> None:
