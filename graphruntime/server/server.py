@@ -30,6 +30,7 @@ from graphruntime.server.model_repository import (
     ServableDefinition,
     read_config,
 )
+from graphruntime.server.observation import ObservationSettings
 from graphruntime.server.settings import ServerSettings
 from servables.media.sources import MediaPolicy
 
@@ -114,11 +115,15 @@ async def serve(settings: ServerSettings) -> int:
     loop = asyncio.get_running_loop()
     definitions, config_path = await asyncio.to_thread(definitions_for, settings)
     metrics = Metrics(settings.metrics_list)
+    observation = ObservationSettings(
+        graph_stats=settings.graph_stats, trace_dir=settings.trace_dir
+    )
     repository = ModelRepository(
         config_path,
         drain_timeout=settings.shutdown_timeout,
         request_listeners=[metrics],
         services={MEDIA_POLICY: media_policy(settings)},
+        observation=observation,
     )
     metrics.registry.register(EngineCollector(repository.llm_servables))
     dataplane = KServeDataPlane(repository, metrics)
