@@ -129,9 +129,11 @@ def create_app(
     settings: ServerSettings,
     metrics: Metrics | None = None,
     dataplane: KServeDataPlane | None = None,
+    tracing: Middleware | None = None,
 ) -> web.Application:
+    """`tracing` (request spans, see graphruntime.server.tracing) wraps everything else."""
     cors = Cors(settings)
-    middlewares: list[Middleware] = [errors, cors.preflight]
+    middlewares: list[Middleware] = [*([tracing] if tracing else []), errors, cors.preflight]
     if settings.api_key:
         middlewares.append(auth_middleware(settings.api_key))
     app = web.Application(middlewares=middlewares, client_max_size=settings.max_request_size)
