@@ -105,6 +105,10 @@ class Tracing:
                 span.set_attribute("http.response.status_code", error.status)
                 raise
             span.set_attribute("http.response.status_code", response.status)
+            # The id the server answered with (it may have made one up), else the client's.
+            request_id = response.headers.get(REQUEST_ID_HEADER) or request_id
+            if request_id:
+                span.set_attribute("graphrt.request_id", request_id)
             if response.status >= 500:
                 span.set_status(Status(StatusCode.ERROR))
             return response
