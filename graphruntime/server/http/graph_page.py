@@ -25,6 +25,7 @@ import json
 import time
 from importlib import resources
 from typing import Any
+from urllib.parse import quote
 
 from aiohttp import web
 from google.protobuf import text_format
@@ -132,7 +133,7 @@ async def list_graphs(request: web.Request) -> web.StreamResponse:
     repository = request.app[STATE].repository
     rows = []
     for name, servable in sorted(repository.servables.items()):
-        link = f'<a href="/graphs/{html.escape(name, quote=True)}">{html.escape(name)}</a>'
+        link = f'<a href="/graphs/{quote(name, safe="")}">{html.escape(name)}</a>'
         state = servable.state.value
         rows.append(
             f"<tr><td>{link}</td><td class='state {state.lower()}'>{state}</td>"
@@ -193,7 +194,7 @@ async def show_graph(request: web.Request) -> web.StreamResponse:
     lines = 3 if watch and watch.engines else 2
     picture = to_svg(layout(servable.graph.config, figure_lines=lines), figure_lines=lines)
     setup = {
-        "events": f"/graphs/{servable.name}/events",
+        "events": f"/graphs/{quote(servable.name, safe='')}/events",
         "nodes": _node_details(servable),
     }
     body = (
