@@ -71,8 +71,8 @@ WAITING, OPENING, OPEN, CLOSING, CLOSED = range(5)
 PUMP_SLICE_SECONDS = 0.005
 
 StreamObserver = Callable[[str, Packet[Any]], None]
-_now = time.perf_counter_ns
 BoundObserver = Callable[[str, int], None]
+_now = time.perf_counter_ns
 
 
 def _hook_mode(spec: NodeSpec, hook: str, executor: Executor | None) -> int:
@@ -371,7 +371,28 @@ class GraphRun:
         observer = self.observer = observe_run(self.graph_observers, self)
         if observer is not None:
             for name, stream in self.streams.items():
-                stream.observers.append(functools.partial(observer.packet, name))
+                stream.observers.append(functools.partial(self._observe_packet, name))
+
+    def _observer_failed(self, error: Exception) -> None:
+        """Watching must not break the run: a failing observer is dropped, with a log line."""
+        logger.error("graph observer failed, not observing this run any more: %r", error)
+        self.observer = None
+
+    def _observe_packet(self, stream: str, packet: Packet[Any]) -> None:
+        if self.observer is not None:
+            try:
+                self.observer.packet(stream, packet)
+            except Exception as error:
+                self._observer_failed(error)
+
+    def _observe_lifecycle(
+        self, node: NodeRuntime, phase: str, started: int, error: BaseException | None
+    ) -> None:
+        if self.observer is not None:
+            try:
+                self.observer.lifecycle(node.spec.index, phase, started, _now(), error)
+            except Exception as failure:
+                self._observer_failed(failure)
 
     def queue_depths(self) -> list[int]:
         """Packets waiting in each node's input queues, by node index."""
@@ -403,17 +424,15 @@ class GraphRun:
         node.calculator = node.spec.calculator()
         node.context = self._make_context(node)
         context = node.context
-        started = time.perf_counter_ns()
+        started = _now()
         try:
             await self._call(node, node.open_mode, "open", context)
         except Exception as error:
             node.state = CLOSED  # Open failed: neither process nor close will be called.
-            if self.observer is not None:
-                self.observer.lifecycle(node.spec.index, OPEN_PHASE, started, _now(), error)
+            self._observe_lifecycle(node, OPEN_PHASE, started, error)
             self._record(node, "Open", error)
             return
-        if self.observer is not None:
-            self.observer.lifecycle(node.spec.index, OPEN_PHASE, started, _now(), None)
+        self._observe_lifecycle(node, OPEN_PHASE, started, None)
         node.state = OPEN
         self.schedule(node)
 
@@ -539,7 +558,7 @@ class GraphRun:
         assert calculator is not None
         observer = self.observer
         if observer is not None:
-            context._started = time.perf_counter_ns()
+            context._started = _now()
         if mode in (INLINE, SKIP):
             try:
                 calculator.process(context)
@@ -621,15 +640,19 @@ class GraphRun:
     def _observe_process(
         self, node: NodeRuntime, context: CalculatorContext, error: BaseException | None
     ) -> None:
-        assert self.observer is not None
-        self.observer.process(
-            node.spec.index,
-            context._input_timestamp,
-            context.inputs._packets,
-            context._started,
-            _now(),
-            None if isinstance(error, StatusStop) else error,
-        )
+        if self.observer is None:  # dropped after a failure during this call
+            return
+        try:
+            self.observer.process(
+                node.spec.index,
+                context._input_timestamp,
+                context.inputs._packets,
+                context._started,
+                _now(),
+                None if isinstance(error, StatusStop) else error,
+            )
+        except Exception as failure:
+            self._observer_failed(failure)
 
     def _processed(self, node: NodeRuntime, timestamp: int) -> None:
         if node.spec.max_in_flight == 1:  # parallel calls raise it in order, on release
@@ -666,15 +689,14 @@ class GraphRun:
         assert context is not None
         context._input_timestamp = DONE
         context.graph_error = self._combined_error() if self.errors else None
-        started = time.perf_counter_ns()
+        started = _now()
         failure: Exception | None = None
         try:
             await self._call(node, node.close_mode, "close", context)
         except Exception as error:
             failure = error
             self._record(node, "Close", error)
-        if self.observer is not None:
-            self.observer.lifecycle(node.spec.index, CLOSE_PHASE, started, _now(), failure)
+        self._observe_lifecycle(node, CLOSE_PHASE, started, failure)
         node.state = CLOSED
         if not self.halted:
             for stream in node.outputs:
@@ -804,7 +826,10 @@ class GraphRun:
                 if not waiter.done():
                     waiter.set_result(None)
         if self.observer is not None:
-            self.observer.finished(self.errors)
+            try:
+                self.observer.finished(self.errors)
+            except Exception as error:
+                self._observer_failed(error)
         self.finished.set()
 
     def fail(self, error: GraphError) -> None:

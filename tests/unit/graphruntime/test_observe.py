@@ -231,3 +231,35 @@ async def test_several_observers_each_see_every_event_in_order() -> None:
         (0, "Close"),
         (1, "Close"),
     }
+
+
+class Failing:
+    """A GraphObserver whose run observer raises on the first call."""
+
+    def run_started(self, run: GraphRun) -> RunObserver:
+        recorder = Recorder().run_started(run)
+
+        class Observer:
+            def __getattr__(self, name: str) -> Any:
+                def fail(*args: Any) -> None:
+                    raise RuntimeError(f"broken observer ({name})")
+
+                return (
+                    fail
+                    if name in ("process", "lifecycle", "packet", "finished")
+                    else getattr(recorder, name)
+                )
+
+        return Observer()
+
+
+async def test_a_failing_observer_is_dropped_and_the_run_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    graph = Graph(CHAIN, observers=[Failing()])
+    out: list[int] = []
+    graph.observe_output_stream("out", lambda _, packet: out.append(packet.payload))
+    await run_chain(graph, [1, 2, 3])
+    assert out == [1, 2, 3]
+    assert graph._run is not None and graph._run.observer is None
+    assert "graph observer failed" in caplog.text and "broken observer" in caplog.text
