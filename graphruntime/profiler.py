@@ -36,7 +36,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from graphruntime._proto import calculator_pb2
 from graphruntime.errors import GraphError
@@ -126,8 +126,7 @@ class NodeProfile:
     histogram: list[int] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class _Event:
+class _Event(NamedTuple):
     phase: str
     node: int
     start: int
@@ -234,6 +233,8 @@ class GraphProfiler:
         self.log_index = -1
         self.files_written: list[str] = []
         self._lanes: list[list[int]] = [[] for _ in graph.nodes]  # per node: end of each row
+        self._quoted: dict[str, str] = {}  # names as JSON strings
+        self.pid = os.getpid()
 
     @classmethod
     def from_config(
@@ -414,31 +415,41 @@ class GraphProfiler:
                 )
         return events
 
-    def _event_json(self, event: _Event) -> list[dict[str, Any]]:
+    def _json_string(self, text: str) -> str:
+        quoted = self._quoted.get(text)
+        if quoted is None:
+            quoted = self._quoted[text] = json.dumps(text)
+        return quoted
+
+    def _event_records(self, event: _Event) -> list[str]:
+        """The event as trace-event JSON objects (formatted directly: this runs per call)."""
         spec = self.graph.nodes[event.node]
         lane = self._lane(event.node, event.start, event.end)
-        args: dict[str, Any] = {"calculator": spec.calculator_name, "run": event.run}
+        quote = self._json_string
+        args = f'"calculator":{quote(spec.calculator_name)},"run":{event.run}'
         if event.phase == PROCESS:
-            args["input_timestamp"] = event.timestamp
-            args["inputs"] = [
-                {"stream": stream, "timestamp": timestamp} for stream, timestamp in event.inputs
-            ]
+            inputs = ",".join(
+                f'{{"stream":{quote(stream)},"timestamp":{timestamp}}}'
+                for stream, timestamp in event.inputs
+            )
+            args += f',"input_timestamp":{event.timestamp},"inputs":[{inputs}]'
         if event.error is not None:
-            args["error"] = event.error
-        common = {
-            "name": spec.name,
-            "cat": event.phase,
-            "pid": os.getpid(),
-            "tid": self._tid(event.node, lane),
-        }
+            args += f',"error":{json.dumps(event.error)}'
+        common = (
+            f'"name":{quote(spec.name)},"cat":"{event.phase}","pid":{self.pid},'
+            f'"tid":{self._tid(event.node, lane)}'
+        )
         start_us = (event.start - self.base_ns) / 1000
         end_us = (event.end - self.base_ns) / 1000
         if self.settings.trace_log_instant_events:
             return [
-                {**common, "ph": "B", "ts": start_us, "args": args},
-                {**common, "ph": "E", "ts": end_us},
+                f'{{{common},"ph":"B","ts":{start_us:.3f},"args":{{{args}}}}}',
+                f'{{{common},"ph":"E","ts":{end_us:.3f}}}',
             ]
-        return [{**common, "ph": "X", "ts": start_us, "dur": end_us - start_us, "args": args}]
+        return [
+            f'{{{common},"ph":"X","ts":{start_us:.3f},"dur":{end_us - start_us:.3f},'
+            f'"args":{{{args}}}}}'
+        ]
 
     def write(self) -> str | None:
         """Write the events recorded since the last write; returns the file, or None if none.
@@ -457,11 +468,11 @@ class GraphProfiler:
         path = f"{settings.log_prefix()}{file_index}.json"
         # Sorted by start so rows are assigned in time order.
         records = [
-            record for event in sorted(events, key=_start) for record in self._event_json(event)
+            record for event in sorted(events, key=_start) for record in self._event_records(event)
         ]
         # Row names go with every write (duplicates are harmless): rows appear as calls overlap.
-        records = self._metadata() + records
-        body = ",\n".join(json.dumps(record, separators=(",", ":")) for record in records)
+        metadata = [json.dumps(record, separators=(",", ":")) for record in self._metadata()]
+        body = ",\n".join(metadata + records)
         directory = os.path.dirname(path)
         if directory:
             os.makedirs(directory, exist_ok=True)
