@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import os
 import re
 import tempfile
@@ -47,6 +48,8 @@ from graphruntime.validation import ValidatedGraph
 
 if TYPE_CHECKING:
     from graphruntime.scheduler import GraphRun
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_PREFIX = "mediapipe_trace_"
 DEFAULT_CAPACITY = 20000
@@ -234,6 +237,7 @@ class GraphProfiler:
         self.files_written: list[str] = []
         self._lanes: list[list[int]] = [[] for _ in graph.nodes]  # per node: end of each row
         self._quoted: dict[str, str] = {}  # names as JSON strings
+        self.writing = settings.writes_files  # turned off if the files cannot be written
         self.pid = os.getpid()
 
     @classmethod
@@ -271,7 +275,7 @@ class GraphProfiler:
     def _run_finished(self, observer: _RunProfile) -> None:
         self.active_runs -= 1
         self.last_end = time.perf_counter_ns()
-        if self.settings.writes_files:
+        if self.writing:
             self.write()
 
     def _trace(
@@ -292,7 +296,7 @@ class GraphProfiler:
         if error is not None:
             message = getattr(error, "message", None) or str(error) or type(error).__name__
         events.append(_Event(phase, node, start, end, timestamp, inputs, run, message))
-        if end >= self.next_write_ns and self.settings.writes_files:
+        if end >= self.next_write_ns and self.writing:
             self.write()
 
     # --------------------------------------------------------------------------------- output
@@ -454,8 +458,17 @@ class GraphProfiler:
     def write(self) -> str | None:
         """Write the events recorded since the last write; returns the file, or None if none.
 
-        Blocking file I/O, small (one interval's events), done on the graph's loop.
+        Blocking file I/O, small (one interval's events), done on the graph's loop. A file that
+        cannot be written stops the writing (logged once), not the graph.
         """
+        try:
+            return self._write()
+        except OSError as error:
+            self.writing = False
+            logger.error("profiler of %s: cannot write trace files, stopped: %s", self.name, error)
+            return None
+
+    def _write(self) -> str | None:
         now = time.perf_counter_ns()
         self.next_write_ns = now + self.write_interval_ns
         if not self.events:

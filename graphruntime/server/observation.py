@@ -103,5 +103,5 @@ class ServableWatch:
             listeners = watch.servable.engine.step_listeners
             if watch.on_step in listeners:
                 listeners.remove(watch.on_step)
-        if self.profiler is not None and self.profiler.settings.writes_files:
+        if self.profiler is not None and self.profiler.writing:
             self.profiler.write()

@@ -208,3 +208,16 @@ def test_layout_draws_nodes_back_edges_and_side_packets() -> None:
     assert any(g.get("data-node") == "0" for g in groups)
     assert any("back" in (g.get("class") or "") for g in groups)
     assert svg.count('class="fig"') == 2
+
+
+async def test_an_unwritable_trace_path_stops_writing_not_the_graph(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    graph = Graph(chain(f'trace_enabled: true trace_log_path: "{blocker}/sub/t_"'))
+    await run(graph, [1])
+    await run(graph, [2])
+    assert graph.profiler is not None and graph.profiler.writing is False
+    assert "cannot write trace files" in caplog.text
+    assert caplog.text.count("cannot write trace files") == 1
