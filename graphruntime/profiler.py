@@ -260,6 +260,9 @@ class GraphProfiler:
                 trace_log_path=prefix,
                 trace_log_disabled=False,
             )
+        elif name and not settings.trace_log_path:  # servables must not share one default file
+            default = os.path.join(tempfile.gettempdir(), f"{_file_safe(name)}_trace_")
+            settings = replace(settings, trace_log_path=default)
         if not settings.enabled:
             return None
         return cls(graph, settings, name)
