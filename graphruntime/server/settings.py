@@ -45,3 +45,7 @@ class ServerSettings:
     graph_stats: bool = True
     trace_dir: str | None = None
     tracing: bool = False
+    # faults: engine restarts and back-pressure (graphruntime.server.serving_policy)
+    max_engine_restarts: int = 5
+    engine_restart_window: float = 300.0
+    max_queued_requests: int = 1024

@@ -42,6 +42,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from graphruntime.errors import GraphError
 from graphruntime.packet import Packet
+from graphruntime.server import request_ids
 from graphruntime.validation import ValidatedGraph
 
 if TYPE_CHECKING:
@@ -50,7 +51,6 @@ if TYPE_CHECKING:
 # Probes and the observability routes themselves are not traced.
 UNTRACED_PATHS = ("/graphs", "/metrics", "/v2/health", "/v1/config")
 UNTRACED_RPCS = ("ServerLive", "ServerReady", "ModelReady")
-REQUEST_ID_HEADER = "X-Request-Id"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -90,7 +90,7 @@ class Tracing:
             "url.path": request.path,
             "http.route": route,
         }
-        request_id = request.headers.get(REQUEST_ID_HEADER)
+        request_id = request_ids.current()  # bound by the request-id middleware, outside this
         if request_id:
             attributes["graphrt.request_id"] = request_id
         with self.tracer.start_as_current_span(
@@ -105,10 +105,6 @@ class Tracing:
                 span.set_attribute("http.response.status_code", error.status)
                 raise
             span.set_attribute("http.response.status_code", response.status)
-            # The id the server answered with (it may have made one up), else the client's.
-            request_id = response.headers.get(REQUEST_ID_HEADER) or request_id
-            if request_id:
-                span.set_attribute("graphrt.request_id", request_id)
             if response.status >= 500:
                 span.set_status(Status(StatusCode.ERROR))
             return response
