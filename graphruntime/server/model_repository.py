@@ -28,6 +28,7 @@ from typing import Any
 
 from calculators.openvino.session import MODELS
 from graphruntime.server.graph_servable import GraphDefinition, GraphServable, State
+from graphruntime.server.observation import ObservationSettings
 from graphruntime.server.serving_policy import ServingPolicy
 from graphruntime.services import GraphService
 from servables.errors import ModelNotFound
@@ -182,9 +183,11 @@ class ModelRepository:
         drain_timeout: float | None = None,
         request_listeners: Iterable[Any] = (),
         services: Mapping[GraphService[Any], Any] | None = None,
+        observation: ObservationSettings | None = None,
         policy: ServingPolicy | None = None,
     ) -> None:
         self.config_path = config_path
+        self.observation = observation  # what watches every servable (graph page, profiler)
         self.policy = policy or ServingPolicy()
         self.request_listeners = list(request_listeners)
         self.services = dict(services or {})  # lent to every graph run (e.g. the media policy)
@@ -284,6 +287,7 @@ class ModelRepository:
                 d,
                 self.request_listeners,
                 services={**self.services, MODELS: self},
+                observation=self.observation,
                 policy=self.policy,
             )
             for d in added + changed

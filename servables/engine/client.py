@@ -155,6 +155,7 @@ class EngineClient:
         self.spec = spec
         self.name = name
         self.metrics = EngineMetrics()
+        self.last_step_seconds = 0.0  # duration of the latest engine step (for trace spans)
         self.ready: Ready | None = None
         self.dead: str | None = "not started"  # why no engine takes requests now, if none does
         self.supervisor = Supervisor(f"engine process of {name}", self._spawn, RestartPolicy())
@@ -275,6 +276,7 @@ class EngineClient:
     def _dispatch(self, worker: _Worker, message: Any) -> None:
         if isinstance(message, StepOutputs):
             self.metrics = message.metrics
+            self.last_step_seconds = message.step_seconds
             streams = self._streams
             for delta in message.deltas:
                 stream = streams.get(delta.request_id)
