@@ -18,7 +18,7 @@ from aiohttp.typedefs import Middleware
 from graphruntime.errors import GraphError
 from graphruntime.server.error_map import to_client_error
 from graphruntime.server.errors import NotFound, Unauthorized
-from graphruntime.server.http import openai_routes, system_routes
+from graphruntime.server.http import openai_routes, rag_routes, system_routes
 from graphruntime.server.http.state import STATE, ServerState
 from graphruntime.server.kserve import rest
 from graphruntime.server.kserve.dataplane import KServeDataPlane
@@ -35,7 +35,9 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 def error_response(request: web.Request, error: BaseException) -> web.Response:
     failure = to_client_error(error)
-    if openai_routes.is_openai_path(request.path):
+    if rag_routes.is_cohere_path(request.path):
+        return web.json_response({"message": failure.message}, status=failure.status)
+    if openai_routes.is_openai_path(request.path) or rag_routes.is_rag_path(request.path):
         body = error_body(failure.message, failure.error_type, failure.param, failure.code)
     else:
         body = {"error": failure.message}
@@ -67,7 +69,10 @@ def auth_middleware(api_key: str) -> Middleware:
 
     @web.middleware
     async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.method != "OPTIONS" and openai_routes.is_openai_path(request.path):
+        path = request.path
+        if request.method != "OPTIONS" and (
+            openai_routes.is_openai_path(path) or rag_routes.is_rag_path(path)
+        ):
             given = request.headers.get("Authorization", "").encode()
             if not hmac.compare_digest(given, expected):
                 return error_response(
@@ -142,6 +147,7 @@ def create_app(
         dataplane = KServeDataPlane(repository, metrics)
     app[STATE] = ServerState(repository, settings, time.time(), metrics, dataplane)
     openai_routes.add_routes(app)
+    rag_routes.add_routes(app)
     system_routes.add_routes(app)
     rest.add_routes(app)
     if settings.metrics_enable:
