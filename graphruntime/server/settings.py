@@ -41,3 +41,9 @@ class ServerSettings:
     plugin_config: str | None = None
     draft_source_model: str | None = None
     max_tokens_limit: int | None = None
+    # embeddings / rerank graph flags for single-model mode
+    num_streams: int = 1
+    pooling: str | None = None  # None: the model's 1_Pooling/config.json, else CLS
+    normalize: bool = True
+    truncate: bool = False
+    max_allowed_chunks: int | None = None
