@@ -28,6 +28,7 @@ ROOT_SCHEMAS = (
     "CreateChatCompletionResponse",
     "CreateChatCompletionStreamResponse",
     "CreateCompletionResponse",
+    "CreateEmbeddingResponse",
     "ErrorResponse",
     "ListModelsResponse",
     "Model",

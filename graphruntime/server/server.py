@@ -18,6 +18,7 @@ from aiohttp import web
 
 from calculators.llm.media import MEDIA_POLICY
 from graphruntime.server import default_model
+from graphruntime.server.encoder_metrics import EncoderCollector, encoder_servables
 from graphruntime.server.graph_export import (
     EmbeddingsSettings,
     RerankSettings,
@@ -165,6 +166,9 @@ async def serve(settings: ServerSettings) -> int:
         services={MEDIA_POLICY: media_policy(settings)},
     )
     metrics.registry.register(EngineCollector(repository.llm_servables))
+    metrics.registry.register(
+        EncoderCollector(lambda: encoder_servables(repository.servables.values()))
+    )
     dataplane = KServeDataPlane(repository, metrics)
     app = create_app(repository, settings, metrics, dataplane)
     runner = web.AppRunner(

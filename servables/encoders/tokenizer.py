@@ -25,8 +25,8 @@ class EncoderTokenizer:
 
     def __init__(self, models_path: Path, paired: bool = False) -> None:
         genai: Any = importlib.import_module("openvino_genai")
-        properties = {"add_second_input": True} if paired else {}
-        self._tokenizer: Any = genai.Tokenizer(str(models_path), properties)
+        options = {"add_second_input": True} if paired else {}
+        self._tokenizer: Any = genai.Tokenizer(str(models_path), **options)
         self.supports_pairs = paired and bool(self._tokenizer.supports_paired_input())
 
     @property

@@ -92,16 +92,19 @@ def probe_template(tokenizer: EncoderTokenizer, typed: bool) -> PairTemplate | N
 
 
 def _token_id(
-    name: str, config: dict[str, Any], tokenizer_config: dict[str, Any], vocab: Any
+    name: str, config: dict[str, Any], tokenizer_config: dict[str, Any], tokenizer: EncoderTokenizer
 ) -> int | None:
+    """config.json's `<name>_token_id`, else tokenizer_config.json's token encoded (as OVMS)."""
     value = config.get(f"{name}_token_id")
     if isinstance(value, int) and not isinstance(value, bool) and value != 0:
         return value
     token = tokenizer_config.get(f"{name}_token")
     if isinstance(token, dict):
         token = token.get("content")
-    if isinstance(token, str) and token in vocab:
-        return int(vocab[token])
+    if isinstance(token, str):
+        (ids,) = tokenizer.encode([token], add_special_tokens=False)
+        if len(ids) == 1:
+            return int(ids[0])
     return None
 
 
@@ -109,8 +112,7 @@ def ovms_template(models_path: Path, tokenizer: EncoderTokenizer) -> PairTemplat
     """OVMS's manual layout (rerank_calculator_ov.cc): BOS query EOS SEP document EOS."""
     config = model_config(models_path)
     tokenizer_config = read_json(models_path / "tokenizer_config.json")
-    vocab = tokenizer.raw.get_vocab()
-    bos = _token_id("bos", config, tokenizer_config, vocab) or 0
-    eos = _token_id("eos", config, tokenizer_config, vocab) or 0
-    sep = _token_id("sep", config, tokenizer_config, vocab)
+    bos = _token_id("bos", config, tokenizer_config, tokenizer) or 0
+    eos = _token_id("eos", config, tokenizer_config, tokenizer) or 0
+    sep = _token_id("sep", config, tokenizer_config, tokenizer)
     return PairTemplate((bos,), (eos, sep if sep is not None else eos), (eos,), False, "ovms")
