@@ -5,7 +5,8 @@ serving concurrent clients one by one wastes most of the machine. Requests put t
 queue; a collector task takes the first waiting row, lets others join it for a short window (or
 until the batch is full), runs the batch on a worker thread and hands each request its rows back.
 While every infer request is busy, rows keep queueing, so the next batch is fuller: the batch
-size follows the load. Rows are sorted by length before batches are cut, so short inputs are not
+size follows the load. The window is only waited when the previous batch had company: a lone
+client never pays it. Rows are sorted by length before batches are cut, so short inputs are not
 padded to a long one, and a batch never holds more than `max_batch_tokens` padded tokens.
 """
 
@@ -97,6 +98,7 @@ class DynamicBatcher(Generic[Result]):
         self._executor: ThreadPoolExecutor | None = None
         self._collector: asyncio.Task[None] | None = None
         self._running: set[asyncio.Task[None]] = set()
+        self._last_batch_size = 0
 
     def start(self) -> None:
         self._executor = ThreadPoolExecutor(self.parallel, thread_name_prefix=f"{self.name}-infer")
@@ -149,7 +151,8 @@ class DynamicBatcher(Generic[Result]):
         """Wait for a row, let others join for the window; the rest stays queued."""
         limits = self.limits
         batch = [await self._queue.get()]
-        deadline = time.monotonic() + limits.window
+        window = limits.window if self._last_batch_size > 1 else 0.0
+        deadline = time.monotonic() + window
         while len(batch) < limits.max_batch_size:
             if self._queue.empty():
                 remaining = deadline - time.monotonic()
@@ -166,6 +169,7 @@ class DynamicBatcher(Generic[Result]):
         kept = self._fit_tokens(live)
         for item in live[len(kept) :]:
             self._queue.put_nowait(item)  # longer rows wait for the next batch
+        self._last_batch_size = len(batch)
         return kept
 
     def _fit_tokens(self, rows: list[_Pending[Result]]) -> list[_Pending[Result]]:

@@ -132,3 +132,13 @@ def test_histogram_is_cumulative() -> None:
         histogram.observe(value)
     assert histogram.counts == [1, 3, 3]
     assert histogram.count == 4 and histogram.total == 28
+
+
+async def test_a_lone_client_never_waits_for_the_window() -> None:
+    """The window (an hour here) is waited only after a batch that had company."""
+    recorder = Recorder()
+    batcher = await started(recorder, max_batch_size=32, window=3600.0)
+    for value in range(3):
+        assert await asyncio.wait_for(batcher.submit([row(value)]), 60) == [value]
+    await batcher.stop()
+    assert recorder.batches == [[0], [1], [2]]
