@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -119,7 +120,7 @@ def graphrt(*args: str, cwd: Path, path: str) -> subprocess.CompletedProcess[str
         text=True,
         timeout=120,
         check=False,
-        env={"PATH": path, "HOME": str(Path.home())},
+        env={**os.environ, "PATH": path},
     )
 
 
