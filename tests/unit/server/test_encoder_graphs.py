@@ -162,3 +162,49 @@ def test_task_inference(tmp_path: Path, files: dict[str, object], task: str) -> 
 def test_task_inference_on_the_fixture_and_a_gguf(tmp_path: Path) -> None:
     assert infer_task(TINY_CROSS_ENCODER) == "rerank"
     assert infer_task(tmp_path / "model.gguf") == "text_generation"
+
+
+def test_single_model_mode_generates_the_task_graph_from_the_flags(tmp_path: Path) -> None:
+    from graphruntime.server.cli import build_parser, settings_from
+    from graphruntime.server.server import StartupError, single_model_definition
+
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--model_path",
+            str(TINY_CROSS_ENCODER),
+            "--task",
+            "embeddings",
+            "--pooling",
+            "LAST",
+            "--truncate",
+            "--normalize",
+            "false",
+            "--num_streams",
+            "2",
+        ]
+    )
+    settings = settings_from(args)
+    copy = tmp_path / "model"
+    copy.mkdir()
+    (copy / "config.json").write_text("{}")
+    definition = single_model_definition(settings, copy, "emb")
+    assert definition.graph_text is not None and definition.graph_path is None
+    options = options_of(definition.graph_text, EmbeddingsCalculatorOVOptions)
+    assert isinstance(options, EmbeddingsCalculatorOVOptions)
+    assert EmbeddingsCalculatorOVOptions.Pooling.Name(options.pooling) == "LAST"
+    assert options.truncate and not options.normalize_embeddings
+    assert options.models_path == str(copy.resolve())
+    assert json.loads(options.plugin_config) == {"NUM_STREAMS": "2"}
+
+    inferred = settings_from(build_parser().parse_args(["serve", "--max_allowed_chunks", "5"]))
+    (copy / "config.json").write_text('{"architectures": ["BertForSequenceClassification"]}')
+    rerank = single_model_definition(inferred, copy, "rr")
+    assert rerank.graph_text is not None
+    decoded = options_of(rerank.graph_text, RerankCalculatorOVOptions)
+    assert isinstance(decoded, RerankCalculatorOVOptions) and decoded.max_allowed_chunks == 5
+
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF")
+    with pytest.raises(StartupError, match="needs a model directory"):
+        single_model_definition(settings, gguf, "x")
