@@ -9,11 +9,20 @@ from __future__ import annotations
 class ServableError(Exception):
     """Root of servable errors (maps to 500 unless a subclass says otherwise)."""
 
-    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
         self.code = code
+        # Seconds after which the same request may succeed (a temporary condition), else None.
+        self.retry_after = retry_after
 
 
 class InvalidRequest(ServableError):
@@ -29,7 +38,11 @@ class ServableNotReady(ServableError):
 
 
 class EngineDead(ServableNotReady):
-    """The engine process died; requests fail until the servable is reloaded (503)."""
+    """The engine process died; requests fail until it has been restarted (503)."""
+
+
+class ServableBusy(ServableError):
+    """The servable's queue of waiting requests is full (503 with Retry-After)."""
 
 
 class RequestCancelled(ServableError):

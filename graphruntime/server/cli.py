@@ -18,6 +18,7 @@ from pathlib import Path
 from graphruntime.config import load_graph_config
 from graphruntime.drawing import FORMATS
 from graphruntime.errors import GraphConfigError, GraphError, GraphValidationError
+from graphruntime.server import request_ids
 from graphruntime.server.export import (
     ExportError,
     ExportRequest,
@@ -30,6 +31,7 @@ from graphruntime.server.graph_export import (
     RerankSettings,
     TextGenerationSettings,
 )
+from graphruntime.server.own_packages import other_owners
 from graphruntime.server.server import StartupError, serve
 from graphruntime.server.settings import ServerSettings
 from graphruntime.validation import ValidatedGraph
@@ -228,6 +230,26 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         help="seconds an image URL download may take",
     )
     add_encoder_arguments(serve)
+    serve.add_argument(
+        "--max_engine_restarts",
+        type=int,
+        default=5,
+        help="restarts of a servable's engine process allowed within --engine_restart_window; "
+        "past that it stays down (0 = never restart)",
+    )
+    serve.add_argument(
+        "--engine_restart_window",
+        type=float,
+        default=300.0,
+        help="seconds over which --max_engine_restarts counts",
+    )
+    serve.add_argument(
+        "--max_queued_requests",
+        type=int,
+        default=1024,
+        help="requests that may wait for a servable's engine beyond its batch; more get 503 "
+        "(a graph may set its own with '# GRAPHRT_MAX_QUEUED_REQUESTS: N')",
+    )
     serve.add_argument("--rest_workers", type=int, help="accepted for OVMS compatibility; unused")
     serve.add_argument(
         "--log_level",
@@ -243,6 +265,11 @@ def settings_from(args: argparse.Namespace) -> ServerSettings:
             api_key = file.readline().strip()
         if not api_key:
             raise StartupError(f"--api_key_file {args.api_key_file}: the first line is empty")
+    for flag in ("max_engine_restarts", "max_queued_requests"):
+        if getattr(args, flag) < 0:
+            raise StartupError(f"--{flag} must be 0 or more")
+    if args.engine_restart_window <= 0:
+        raise StartupError("--engine_restart_window must be a positive number of seconds")
     return ServerSettings(
         rest_port=args.rest_port,
         port=args.port,
@@ -279,6 +306,9 @@ def settings_from(args: argparse.Namespace) -> ServerSettings:
         plugin_config=args.plugin_config,
         draft_source_model=args.draft_source_model,
         max_tokens_limit=args.max_tokens_limit,
+        max_engine_restarts=args.max_engine_restarts,
+        engine_restart_window=args.engine_restart_window,
+        max_queued_requests=args.max_queued_requests,
         num_streams=args.num_streams,
         pooling=args.pooling,
         normalize=args.normalize,
@@ -421,14 +451,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def warn_about_shared_names() -> None:
+    for name, others in other_owners().items():
+        logger.warning(
+            "the distribution(s) %s also install a top-level '%s' package: theirs and graphrt's "
+            "share one directory and may overwrite each other's files; install graphrt in its "
+            "own virtual environment",
+            ", ".join(others),
+            name,
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     level = "DEBUG" if args.log_level == "TRACE" else args.log_level
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=level, format=request_ids.LOG_FORMAT)
+    request_ids.install(logging.getLogger().handlers)
     # Pillow logs every PNG chunk at DEBUG; request images would drown the server's own lines.
     logging.getLogger("PIL").setLevel(max(logging.INFO, logging.getLogger().level))
     if args.command == "serve":
+        warn_about_shared_names()
         try:
             load_user_code(args.python_path, args.imports)
             return asyncio.run(serve(settings_from(args)))

@@ -3,21 +3,27 @@
 Every transport converts errors here, once, at its edge. Graph failures are unwrapped to the
 exception a calculator raised, so a servable's InvalidRequest is a 400 whether it came through a
 graph or not. Anything unexpected is a 500 whose body says only "Internal server error"; the
-details go to the log.
+details (the traceback) go to the log. Every server error's message names the request id
+(graphruntime.server.request_ids), which the log lines of that request carry too, so a user's
+report leads to the traceback. A temporary condition (an engine restarting, a full queue)
+carries the seconds after which a retry may succeed (HTTP's Retry-After).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 
 from graphruntime.errors import CalculatorError, GraphError, GraphRunError
 from graphruntime.server.errors import NotFound, RequestTooLarge, Unauthorized
+from graphruntime.server.request_ids import with_request_id
 from servables.errors import (
     EngineDead,
     InvalidRequest,
     ModelNotFound,
     RequestCancelled,
+    ServableBusy,
     ServableError,
     ServableLoadError,
     ServableNotReady,
@@ -42,6 +48,7 @@ TABLE: tuple[tuple[type[BaseException], ErrorMapping], ...] = (
     (RequestTooLarge, ErrorMapping(413, "invalid_request_error", "request_too_large")),
     (RequestCancelled, ErrorMapping(499, "invalid_request_error", "cancelled")),
     (EngineDead, ErrorMapping(503, "server_error", "engine_unavailable")),
+    (ServableBusy, ErrorMapping(503, "server_error", "queue_full")),
     (ServableNotReady, ErrorMapping(503, "server_error", "model_not_ready")),
     (ServableLoadError, ErrorMapping(503, "server_error", "model_not_ready")),
     (ServableError, ErrorMapping(500, "server_error")),
@@ -58,6 +65,12 @@ class ClientError:
     error_type: str
     param: str | None
     code: str | None
+    retry_after: int | None = None  # whole seconds, for the Retry-After header
+
+
+def retry_seconds(value: float | None) -> int | None:
+    """Retry-After takes whole seconds; never 0 (that invites a retry storm)."""
+    return None if value is None else max(1, math.ceil(value))
 
 
 def root_cause(error: BaseException) -> BaseException:
@@ -80,18 +93,27 @@ def to_client_error(error: BaseException) -> ClientError:
     for klass, mapping in TABLE:
         if isinstance(cause, klass):
             assert isinstance(cause, ServableError)
+            message = cause.message
             if mapping.status >= 500:
                 logger.warning("request failed: %s", cause.message)
+                message = with_request_id(message)
             return ClientError(
                 mapping.status,
-                cause.message,
+                message,
                 mapping.error_type,
                 cause.param,
                 cause.code or mapping.code,
+                retry_seconds(cause.retry_after) if mapping.status == 503 else None,
             )
     if isinstance(cause, GraphError):
-        # A user calculator failed; its message names the node and phase and is meant for users.
-        logger.warning("graph failed: %s", cause.message)
-        return ClientError(500, cause.message, INTERNAL.error_type, None, None)
+        # A calculator failed: its message names the node and phase and is meant for users;
+        # what it raised, with the traceback, goes to the log.
+        failed = getattr(cause, "cause", None)
+        if isinstance(failed, BaseException):
+            logger.error("graph failed: %s", cause.message, exc_info=failed)
+        else:
+            logger.warning("graph failed: %s", cause.message)
+        return ClientError(500, with_request_id(cause.message), INTERNAL.error_type, None, None)
     logger.error("unexpected error while serving a request", exc_info=cause)
-    return ClientError(500, "Internal server error", INTERNAL.error_type, None, None)
+    message = with_request_id("Internal server error")
+    return ClientError(500, message, INTERNAL.error_type, None, None)

@@ -1,7 +1,11 @@
 """A named graph the server exposes (an OVMS mediapipe_config_list entry) and how requests run it.
 
 Loading validates the graph, builds the resources its nodes declare (an LLM servable and its
-engine process, for an LLM graph) and starts them. Each HTTP request then runs the graph once:
+engine process, for an LLM graph) and starts them, with the operator's restart policy and queue
+bound (graphruntime.server.serving_policy). A servable is available while it is loaded and every
+worker process behind it runs: when one dies it is unavailable (the status says why, and
+requests get 503 with Retry-After) until its supervisor has restarted it, or for good once the
+supervisor gives up. Each HTTP request then runs the graph once:
 the request becomes a packet on the graph input tagged HTTP_REQUEST_PAYLOAD, and the packets of
 the output tagged HTTP_RESPONSE_PAYLOAD are the response body, chunk by chunk. Unloading waits for
 in-flight requests to finish, so a reload never drops a stream.
@@ -24,9 +28,12 @@ from graphruntime.errors import GraphError
 from graphruntime.graph import Graph
 from graphruntime.packet import Packet
 from graphruntime.resources import GraphResources
+from graphruntime.server import serving_policy
+from graphruntime.server.serving_policy import ServingPolicy
 from graphruntime.services import GraphService
 from graphruntime.validation import ValidatedGraph
 from servables.errors import InvalidRequest, ServableError, ServableNotReady
+from servables.supervision import Supervisor, SupervisorState
 
 logger = logging.getLogger(__name__)
 
@@ -92,8 +99,10 @@ class GraphServable:
         definition: GraphDefinition,
         request_listeners: Iterable[Any] = (),
         services: Mapping[GraphService[Any], Any] | None = None,
+        policy: ServingPolicy | None = None,
     ) -> None:
         self.definition = definition
+        self.policy = policy or ServingPolicy()
         self.request_listeners = list(request_listeners)
         self.services = dict(services or {})
         self.name = definition.name
@@ -110,14 +119,38 @@ class GraphServable:
 
     @property
     def available(self) -> bool:
-        """AVAILABLE and every engine behind it still running (an engine may die later)."""
-        if self.state is State.AVAILABLE:
-            for llm in self.llm_servables():
-                if not llm.available:
-                    self.state = State.UNAVAILABLE
-                    self.error = f"the engine stopped: {llm.engine.dead or llm.error}"
-                    logger.error("servable %s is unavailable: %s", self.name, self.error)
-        return self.state is State.AVAILABLE
+        """AVAILABLE, and every resource behind it can take requests now (an engine process
+        may die, and come back, while the servable stays loaded)."""
+        if self.state is not State.AVAILABLE or self.resources is None:
+            return False
+        return all(getattr(r, "available", True) for r in self.resources.all())
+
+    def supervisors(self) -> list[Supervisor]:
+        return serving_policy.supervisors(self.resources.all() if self.resources else ())
+
+    def status(self) -> tuple[str, str | None]:
+        """OVMS's state name and the reason it is not AVAILABLE: a loaded servable whose
+        engine is restarting reports LOADING, one whose engine is down for good UNAVAILABLE."""
+        if self.state is State.AVAILABLE and not self.available:
+            down = [s for s in self.supervisors() if not s.running]
+            reason = next((s.reason for s in down if s.reason), None)
+            if any(s.state is SupervisorState.FAILED for s in down):
+                return State.UNAVAILABLE.value, reason
+            return State.LOADING.value, reason or "an engine process is restarting"
+        return self.state.value, None if self.available else self.error
+
+    def retry_after(self) -> float | None:
+        """Seconds until every engine behind the servable should be back (None: unknown)."""
+        waits = [s.retry_after() for s in self.supervisors() if not s.running]
+        known = [w for w in waits if w is not None]
+        return max(known) if known and len(known) == len(waits) else None
+
+    def _graph_text(self) -> str:
+        definition = self.definition
+        if definition.graph_text is not None:
+            return definition.graph_text
+        assert definition.graph_path is not None
+        return definition.graph_path.read_text(encoding="utf-8")
 
     def _config(self) -> GraphConfig:
         definition = self.definition
@@ -143,6 +176,10 @@ class GraphServable:
                     self.response_stream = outputs.names[outputs.id(response_tag)]
                     break
             resources = GraphResources(graph, self.name)
+            max_queued = serving_policy.queue_bound(
+                self._graph_text(), self.policy.max_queued_requests
+            )
+            serving_policy.apply(self.policy, resources.all(), max_queued)
             await resources.start()
         except (GraphError, ServableError, OSError) as error:
             self.state = State.UNAVAILABLE
@@ -181,9 +218,10 @@ class GraphServable:
     def check_ready(self) -> None:
         """Raise ServableNotReady, with the reason, unless requests can run now."""
         if not self.available or self.graph is None or self.resources is None:
+            state, reason = self.status()
+            detail = f"{state}: {reason}" if reason else state
             raise ServableNotReady(
-                f"Model {self.name} is not available ({self.state.value}"
-                + (f": {self.error})" if self.error else ")")
+                f"Model {self.name} is not available ({detail})", retry_after=self.retry_after()
             )
 
     @contextlib.asynccontextmanager

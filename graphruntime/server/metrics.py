@@ -25,7 +25,7 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 REQUEST_LABELS = ("api", "interface", "method", "name")
@@ -94,7 +94,7 @@ class EngineCollector(Collector):
         )
         queued = GaugeMetricFamily(
             "graphrt_llm_requests_queued",
-            "Requests waiting for the engine to schedule them.",
+            "Requests in flight beyond what the engine runs at once (max_num_seqs).",
             labels=["name"],
         )
         usage = GaugeMetricFamily(
@@ -108,12 +108,30 @@ class EngineCollector(Collector):
         for servable in self._servables():
             metrics = servable.engine.metrics
             active.add_metric([servable.name], servable.engine.active_requests)
-            queued.add_metric(
-                [servable.name], max(0, metrics.requests - metrics.scheduled_requests)
-            )
+            queued.add_metric([servable.name], servable.engine.queued_requests)
             usage.add_metric([servable.name], metrics.cache_usage / 100.0)
             size.add_metric([servable.name], metrics.kv_cache_bytes)
         yield from (active, queued, usage, size)
+
+
+class SupervisionCollector(Collector):
+    """Restarts of supervised worker processes (engines), per servable, read when scraped."""
+
+    def __init__(self, supervisors: Callable[[], Iterable[tuple[str, Any]]]) -> None:
+        self._supervisors = supervisors
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        restarts = CounterMetricFamily(
+            "graphrt_engine_restarts",
+            "Restarts of a servable's engine process after it died.",
+            labels=["name"],
+        )
+        totals: dict[str, int] = {}
+        for name, supervisor in self._supervisors():
+            totals[name] = totals.get(name, 0) + supervisor.restarts
+        for name, count in sorted(totals.items()):
+            restarts.add_metric([name], count)
+        yield restarts
 
 
 @dataclass

@@ -28,10 +28,12 @@ from typing import Any
 
 from calculators.openvino.session import MODELS
 from graphruntime.server.graph_servable import GraphDefinition, GraphServable, State
+from graphruntime.server.serving_policy import ServingPolicy
 from graphruntime.services import GraphService
 from servables.errors import ModelNotFound
 from servables.ov_model.model import OpenVINOModel
 from servables.ov_model.versions import ModelConfig, VersionedModel
+from servables.supervision import Supervisor
 
 logger = logging.getLogger(__name__)
 
@@ -180,8 +182,10 @@ class ModelRepository:
         drain_timeout: float | None = None,
         request_listeners: Iterable[Any] = (),
         services: Mapping[GraphService[Any], Any] | None = None,
+        policy: ServingPolicy | None = None,
     ) -> None:
         self.config_path = config_path
+        self.policy = policy or ServingPolicy()
         self.request_listeners = list(request_listeners)
         self.services = dict(services or {})  # lent to every graph run (e.g. the media policy)
         self.servables: dict[str, GraphServable] = {}
@@ -216,6 +220,14 @@ class ModelRepository:
 
     def llm_servables(self) -> list[Any]:
         return [llm for servable in self.servables.values() for llm in servable.llm_servables()]
+
+    def supervisors(self) -> list[tuple[str, Supervisor]]:
+        """Every supervised worker process, with the name of its servable (for metrics)."""
+        return [
+            (name, supervisor)
+            for name, servable in self.servables.items()
+            for supervisor in servable.supervisors()
+        ]
 
     async def apply(self, definitions: Iterable[ServableDefinition]) -> bool:
         """Load, replace and unload servables to match `definitions`; True if anything changed."""
@@ -269,7 +281,10 @@ class ModelRepository:
             return False
         fresh = {
             d.name: GraphServable(
-                d, self.request_listeners, services={**self.services, MODELS: self}
+                d,
+                self.request_listeners,
+                services={**self.services, MODELS: self},
+                policy=self.policy,
             )
             for d in added + changed
         }

@@ -3,7 +3,11 @@
 The REST port opens before models load, so /v2/health/live answers at once and
 /v2/health/ready turns 200 when every servable is AVAILABLE (as in OVMS). On SIGINT/SIGTERM the
 server stops accepting, lets in-flight requests and streams finish for up to --shutdown_timeout
-seconds, stops the engine processes and returns 0.
+seconds, stops the engine processes and returns 0. Engine processes do not take these signals
+themselves (servables.engine.lifetime), so signalling the whole process group drains the same
+way. A second SIGINT/SIGTERM during the drain ends the process at once with 128 + the signal's
+number (130 for SIGINT, 143 for SIGTERM, as a shell reports a process the signal killed); its
+engine processes die with it, as they do whenever their frontend disappears.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import signal
 from pathlib import Path
 
@@ -32,15 +37,17 @@ from graphruntime.server.graph_servable import GraphDefinition
 from graphruntime.server.http.app import create_app
 from graphruntime.server.kserve.dataplane import KServeDataPlane
 from graphruntime.server.kserve.grpc_server import start_grpc_server
-from graphruntime.server.metrics import EngineCollector, Metrics
+from graphruntime.server.metrics import EngineCollector, Metrics, SupervisionCollector
 from graphruntime.server.model_repository import (
     ConfigFileError,
     ModelRepository,
     ServableDefinition,
     read_config,
 )
+from graphruntime.server.serving_policy import ServingPolicy
 from graphruntime.server.settings import ServerSettings
 from servables.media.sources import MediaPolicy
+from servables.supervision import RestartPolicy
 
 logger = logging.getLogger("graphrt")
 
@@ -155,6 +162,24 @@ def media_policy(settings: ServerSettings) -> MediaPolicy:
         raise StartupError(str(error)) from error
 
 
+def serving_policy(settings: ServerSettings) -> ServingPolicy:
+    return ServingPolicy(
+        RestartPolicy(
+            max_restarts=settings.max_engine_restarts, window=settings.engine_restart_window
+        ),
+        settings.max_queued_requests,
+    )
+
+
+def exit_now(signum: int) -> None:
+    """The second signal: no more waiting for anything (engines die with this process)."""
+    logger.warning(
+        "%s during shutdown: exiting now with code %d", signal.Signals(signum).name, 128 + signum
+    )
+    logging.shutdown()
+    os._exit(128 + signum)
+
+
 async def serve(settings: ServerSettings) -> int:
     loop = asyncio.get_running_loop()
     definitions, config_path = await asyncio.to_thread(definitions_for, settings)
@@ -164,8 +189,10 @@ async def serve(settings: ServerSettings) -> int:
         drain_timeout=settings.shutdown_timeout,
         request_listeners=[metrics],
         services={MEDIA_POLICY: media_policy(settings)},
+        policy=serving_policy(settings),
     )
     metrics.registry.register(EngineCollector(repository.llm_servables))
+    metrics.registry.register(SupervisionCollector(repository.supervisors))
     metrics.registry.register(
         EncoderCollector(lambda: encoder_servables(repository.servables.values()))
     )
@@ -200,6 +227,8 @@ async def serve(settings: ServerSettings) -> int:
     if config_path is not None and settings.file_system_poll_wait_seconds > 0:
         poller = asyncio.create_task(repository.poll(settings.file_system_poll_wait_seconds))
     await stop.wait()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, exit_now, signum)
 
     logger.info(
         "shutting down: finishing in-flight requests (up to %.0f s)", settings.shutdown_timeout

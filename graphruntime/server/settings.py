@@ -41,6 +41,10 @@ class ServerSettings:
     plugin_config: str | None = None
     draft_source_model: str | None = None
     max_tokens_limit: int | None = None
+    # faults: engine restarts and back-pressure (graphruntime.server.serving_policy)
+    max_engine_restarts: int = 5
+    engine_restart_window: float = 300.0
+    max_queued_requests: int = 1024
     # embeddings / rerank graph flags for single-model mode
     num_streams: int = 1
     pooling: str | None = None  # None: the model's 1_Pooling/config.json, else CLS

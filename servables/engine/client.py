@@ -6,8 +6,16 @@ and the next read takes all of them at once, so a slow client never blocks the e
 requests. Commands go out through a small sender thread, because a large prompt written to a full
 pipe would otherwise block the loop until the worker finishes its step.
 
-The worker's death is noticed through its process sentinel: every open stream fails with
-`EngineDead`, and new submissions are refused with the same error.
+The worker's death is noticed when its event pipe closes: every open stream fails at once with
+`EngineDead`, and new submissions are refused with the same error, until the client's
+`Supervisor` (servables.supervision) has started a new worker; the exit code or signal is read
+once the process is reaped and goes into the log and the servable's status. Each worker has
+its own pipes, sender thread and request streams, so nothing of a dead worker leaks into the
+next. Requests beyond the engine's batch wait in it; `Admission` (servables.admission) bounds
+how many.
+
+Workers are started from the event-loop thread: Linux's parent-death signal, which kills a
+worker whose frontend died (servables.engine.lifetime), follows the thread that forked it.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import asyncio
 import itertools
 import logging
 import multiprocessing
+import os
 import queue
 import subprocess
 import sys
@@ -24,6 +33,7 @@ from collections import deque
 from multiprocessing.connection import Connection
 from typing import Any
 
+from servables.admission import Admission
 from servables.engine.messages import (
     Abort,
     AddRequest,
@@ -39,8 +49,15 @@ from servables.engine.messages import (
     send_command,
 )
 from servables.errors import EngineDead, InvalidRequest, ServableError, ServableLoadError
+from servables.supervision import RestartPolicy, Supervisor, describe_exit
 
 logger = logging.getLogger(__name__)
+
+# How long a worker whose pipe closed may take to exit before it is killed.
+REAP_TIMEOUT = 5.0
+# Batch capacity of pipelines that serve one request at a time (LLMPipeline, VLMPipeline).
+STATEFUL_CAPACITY = 1
+ENGINE_DEFAULT_MAX_NUM_SEQS = 256
 
 
 class RequestStream:
@@ -95,6 +112,42 @@ class RequestStream:
             self.finish(request_id)
 
 
+class _Worker:
+    """One engine process, its pipes and its sender thread; a restart makes a new one."""
+
+    def __init__(
+        self, process: subprocess.Popen[bytes], events: Connection, started: asyncio.Future[Ready]
+    ) -> None:
+        self.process = process
+        self.events = events
+        self.started = started
+        self.outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.gone = False  # its pipe closed (it exited or is about to)
+
+    def send_loop(self, connection: Connection) -> None:
+        """Thread: write commands in order; None (the worker is gone) or Shutdown ends it."""
+        try:
+            while True:
+                message = self.outbox.get()
+                if message is None:
+                    return
+                try:
+                    send_command(connection, message)
+                except (OSError, ValueError):
+                    return
+                if isinstance(message, Shutdown):
+                    return
+        finally:
+            connection.close()
+
+
+def batch_capacity(spec: EngineSpec) -> int:
+    """Requests the engine runs at once; more wait (see servables.admission)."""
+    if spec.kind in ("LM_CB", "VLM_CB"):
+        return int(spec.scheduler.get("max_num_seqs") or ENGINE_DEFAULT_MAX_NUM_SEQS)
+    return STATEFUL_CAPACITY
+
+
 class EngineClient:
     """See the module docstring."""
 
@@ -103,16 +156,16 @@ class EngineClient:
         self.name = name
         self.metrics = EngineMetrics()
         self.ready: Ready | None = None
-        self.dead: str | None = None
+        self.dead: str | None = "not started"  # why no engine takes requests now, if none does
+        self.supervisor = Supervisor(f"engine process of {name}", self._spawn, RestartPolicy())
+        self.admission = Admission(name, batch_capacity(spec))
         self._streams: dict[int, RequestStream] = {}
         self._ids = itertools.count(1)
-        self._outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._process: Any = None
-        self._events: Connection | None = None
+        self._worker: _Worker | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._started: asyncio.Future[Ready] | None = None
         self.step_listeners: list[Any] = []
         self._closing = False
+        self._reapers: set[asyncio.Task[None]] = set()
 
     @property
     def alive(self) -> bool:
@@ -122,78 +175,104 @@ class EngineClient:
     def active_requests(self) -> int:
         return len(self._streams)
 
+    @property
+    def queued_requests(self) -> int:
+        """Requests waiting for a slot in the engine's batch (servables.admission)."""
+        return self.admission.queued(len(self._streams))
+
+    @property
+    def pid(self) -> int | None:
+        worker = self._worker
+        return worker.process.pid if worker is not None and not worker.gone else None
+
+    def retry_after(self) -> float | None:
+        return self.supervisor.retry_after()
+
     async def start(self) -> Ready:
-        """Start the worker and wait until its pipeline is loaded.
+        """Start the first worker and wait until its pipeline is loaded; restarts follow on
+        their own (see the supervisor)."""
+        await self.supervisor.start()
+        assert self.ready is not None
+        return self.ready
+
+    async def _spawn(self) -> Ready:
+        """Start a worker and wait for its Ready.
 
         The worker is a fresh interpreter (`python -m servables.engine.worker`) rather than a
         multiprocessing child, so it never re-imports the caller's main script.
         """
+        loop = self._loop = asyncio.get_running_loop()
         commands_read, commands_write = multiprocessing.Pipe(duplex=False)
         events_read, events_write = multiprocessing.Pipe(duplex=False)
         handles = (commands_read.fileno(), events_write.fileno())
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "servables.engine.worker", *map(str, handles)],
+        process = subprocess.Popen(
+            [sys.executable, "-m", "servables.engine.worker", *map(str, handles), str(os.getpid())],
             pass_fds=handles,
             stdin=subprocess.DEVNULL,
+            start_new_session=True,  # signals to the frontend's process group stay there
         )
         commands_read.close()
         events_write.close()
-        self._events = events_read
-        self._loop = asyncio.get_running_loop()
-        self._started = self._loop.create_future()
-        self._loop.add_reader(events_read.fileno(), self._on_events)
-        self._outbox.put(self.spec)
+        worker = _Worker(process, events_read, loop.create_future())
+        self._worker = worker
+        loop.add_reader(events_read.fileno(), self._on_events, worker)
+        worker.outbox.put(self.spec)
         threading.Thread(
-            target=self._send_loop,
+            target=worker.send_loop,
             args=(commands_write,),
             name=f"engine-send-{self.name}",
             daemon=True,
         ).start()
-        ready = await self._started
+        try:
+            ready = await worker.started
+        except BaseException:
+            self._discard(worker)
+            raise
         self.ready = ready
+        self.metrics = EngineMetrics()
+        self.dead = None
+        logger.info("engine of %s is running (pid %d)", self.name, process.pid)
         return ready
-
-    def _send_loop(self, connection: Connection) -> None:
-        while True:
-            message = self._outbox.get()
-            try:
-                send_command(connection, message)
-            except (OSError, ValueError):
-                return
-            if isinstance(message, Shutdown):
-                connection.close()
-                return
 
     def new_request_id(self) -> int:
         return next(self._ids)
 
     def submit(self, requests: list[AddRequest]) -> RequestStream:
         """Send the requests of one generation; their deltas arrive on one stream."""
-        if self.dead is not None:
-            raise EngineDead(f"the engine of {self.name} is not running: {self.dead}")
+        worker = self._worker
+        if self.dead is not None or worker is None:
+            raise EngineDead(
+                f"the engine of {self.name} is not running: {self.dead}",
+                retry_after=self.retry_after(),
+            )
+        self.admission.check(len(self._streams))
         stream = RequestStream([request.request_id for request in requests], self)
         for request in requests:
             self._streams[request.request_id] = stream
-            self._outbox.put(request)
+            worker.outbox.put(request)
         return stream
 
     def _forget(self, request_id: int, abort: bool) -> None:
         """Stop routing a request; abort it in the engine if it may still run there."""
-        if self._streams.pop(request_id, None) is not None and abort and self.dead is None:
-            self._outbox.put(Abort(request_id))
+        worker = self._worker
+        if (
+            self._streams.pop(request_id, None) is not None
+            and abort
+            and self.dead is None
+            and worker is not None
+        ):
+            worker.outbox.put(Abort(request_id))
 
     # ---------------------------------------------------------------------------- events
 
-    def _on_events(self) -> None:
-        events = self._events
-        assert events is not None
+    def _on_events(self, worker: _Worker) -> None:
         try:
-            while events.poll():
-                self._dispatch(events.recv())
+            while worker.events.poll():
+                self._dispatch(worker, worker.events.recv())
         except (EOFError, OSError):
-            self._on_exit()
+            self._on_exit(worker)
 
-    def _dispatch(self, message: Any) -> None:
+    def _dispatch(self, worker: _Worker, message: Any) -> None:
         if isinstance(message, StepOutputs):
             self.metrics = message.metrics
             streams = self._streams
@@ -206,12 +285,11 @@ class EngineClient:
             for listener in self.step_listeners:
                 listener(message)
         elif isinstance(message, Ready):
-            if self._started is not None and not self._started.done():
-                self._started.set_result(message)
+            if not worker.started.done():
+                worker.started.set_result(message)
         elif isinstance(message, LoadFailed):
-            self._die(message.message)
-            if self._started is not None and not self._started.done():
-                self._started.set_exception(ServableLoadError(message.message))
+            if not worker.started.done():
+                worker.started.set_exception(ServableLoadError(message.message))
         elif isinstance(message, EngineFailed):
             self._die(message.message)
 
@@ -226,40 +304,78 @@ class EngineClient:
         else:
             stream._fail(ServableError(failure.message))
 
-    def _on_exit(self) -> None:
-        """The events pipe closed: the worker process is gone."""
-        code = self._process.poll() if self._process is not None else None
-        self._die(f"engine process exited (code {code})")
-        if self._started is not None and not self._started.done():
-            self._started.set_exception(
+    def _on_exit(self, worker: _Worker) -> None:
+        """A worker's event pipe closed: the process is gone, or going."""
+        if worker.gone:
+            return
+        worker.gone = True
+        worker.outbox.put(None)  # ends its sender thread
+        if self._loop is not None:
+            self._loop.remove_reader(worker.events.fileno())
+        worker.events.close()
+        if not worker.started.done():  # died while loading: the start fails
+            worker.started.set_exception(
                 ServableLoadError(f"the engine process of {self.name} exited during load")
             )
+        elif worker is self._worker:
+            self._die("the engine process exited")
+        reaper = asyncio.get_running_loop().create_task(self._reap(worker))
+        self._reapers.add(reaper)
+        reaper.add_done_callback(self._reapers.discard)
+
+    async def _reap(self, worker: _Worker) -> None:
+        """Collect the exit status (killing a worker that closed its pipe but lingers), then
+        tell the supervisor, unless the exit was ours."""
+        process = worker.process
+        try:
+            await asyncio.to_thread(process.wait, REAP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            await asyncio.to_thread(process.wait)
+        how = describe_exit(process.returncode)
+        started = worker.started
+        loaded = started.done() and not started.cancelled() and started.exception() is None
+        if self._closing or not loaded:
+            logger.debug("engine process %d of %s %s", process.pid, self.name, how)
+            return
+        if worker is self._worker:
+            self.dead = f"the engine process {how}"
+            self.supervisor.exited(how)
+
+    def _discard(self, worker: _Worker) -> None:
+        """Stop a worker that will not be used (its start failed or was cancelled)."""
+        if worker.process.poll() is None:
+            worker.process.kill()
+        self._on_exit(worker)
 
     def _die(self, reason: str) -> None:
         if self.dead is not None:
             return
         self.dead = reason
+        self.metrics = EngineMetrics()
         if self._closing:
             logger.info("engine of %s stopped", self.name)
         else:
             logger.error("engine of %s stopped: %s", self.name, reason)
-        loop = self._loop
-        if loop is not None and self._events is not None:
-            loop.remove_reader(self._events.fileno())
         streams, self._streams = self._streams, {}
+        error = EngineDead(
+            f"the engine of {self.name} stopped: {reason}", retry_after=self.retry_after()
+        )
         for stream in set(streams.values()):
             stream.open_ids.clear()
             stream.closed = True
-            stream._fail(EngineDead(f"the engine of {self.name} stopped: {reason}"))
+            stream._fail(error)
 
     async def close(self, timeout: float = 10.0) -> None:
-        """Stop the worker: politely, then by force."""
-        if self._process is None:
-            return
+        """Stop restarting, then stop the worker: politely, then by force."""
         self._closing = True
-        if self.dead is None:
-            self._outbox.put(Shutdown())
-        process = self._process
+        await self.supervisor.stop()
+        worker = self._worker
+        if worker is None:
+            return
+        if not worker.gone:
+            worker.outbox.put(Shutdown())
+        process = worker.process
         try:
             await asyncio.to_thread(process.wait, timeout)
         except subprocess.TimeoutExpired:
@@ -267,5 +383,6 @@ class EngineClient:
             process.kill()
             await asyncio.to_thread(process.wait)
         self._die("shut down")
-        if self._events is not None:
-            self._events.close()
+        if not worker.gone:
+            self._on_exit(worker)
+        await asyncio.gather(*self._reapers, return_exceptions=True)

@@ -32,6 +32,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from servables.engine.lifetime import die_with_parent, ignore_stop_signals
 from servables.engine.messages import (
     Abort,
     AddRequest,
@@ -506,6 +507,9 @@ def main(commands: Connection, events: Connection) -> None:
 
 
 if __name__ == "__main__":
+    # argv: command pipe fd, event pipe fd, the frontend's pid (see servables.engine.lifetime)
+    ignore_stop_signals()
+    die_with_parent(int(sys.argv[3]))
     main(
         Connection(int(sys.argv[1]), writable=False),
         Connection(int(sys.argv[2]), readable=False),

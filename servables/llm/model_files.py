@@ -148,12 +148,12 @@ def _read_value(file: BinaryIO, kind: int, keep: bool) -> Any:
         else:
             for _ in range(count):
                 _read_value(file, item_kind, False)
-        return None
+        return count if keep else None
     raise ValueError(f"unknown GGUF value type {kind}")
 
 
 def gguf_metadata(path: Path, wanted: set[str]) -> dict[str, Any]:
-    """The scalar/string metadata values named in `wanted` (arrays are skipped)."""
+    """The scalar/string metadata values named in `wanted`; a wanted array gives its length."""
     found: dict[str, Any] = {}
     with path.open("rb") as file:
         if _read_exact(file, 4) != b"GGUF":
@@ -203,6 +203,33 @@ def max_model_length(path: Path) -> int | None:
             value = source.get(field)
             if isinstance(value, int) and not isinstance(value, bool) and value > 0:
                 return value
+    return None
+
+
+def vocabulary_size(path: Path) -> int | None:
+    """Number of token ids the model knows, if its files say (None: unknown).
+
+    A prompt of token ids past the vocabulary would index outside the embedding table. The
+    tokenizer cannot tell: openvino-genai's decode() returns "" for unknown ids, and its
+    get_vocab_vector() fails on byte-level vocabularies (tokens that are not UTF-8).
+    """
+    if is_gguf(path):
+        try:
+            count = gguf_metadata(path, {"tokenizer.ggml.tokens"}).get("tokenizer.ggml.tokens")
+        except (OSError, ValueError, UnicodeDecodeError):
+            return None
+        return count if isinstance(count, int) and count > 0 else None
+    config = path / "config.json"
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    for source in (data, data.get("text_config"), data.get("llm_config")):
+        value = source.get("vocab_size") if isinstance(source, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
     return None
 
 

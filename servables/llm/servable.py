@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servables.admission import Admission
 from servables.engine.client import EngineClient, RequestStream
 from servables.engine.messages import AddRequest, EngineSpec
 from servables.errors import InvalidRequest, ServableLoadError, ServableNotReady
@@ -39,11 +40,13 @@ from servables.llm.model_files import (
     infer_pipeline_type,
     is_gguf,
     max_model_length,
+    vocabulary_size,
 )
 from servables.media.images import ImageArray
 from servables.media.sources import MediaPolicy, load_images
 from servables.openai.protocol import GenerationRequest, Limits
 from servables.openai.responses import TokenLogprob, Usage
+from servables.supervision import Supervisor
 
 logger = logging.getLogger(__name__)
 
@@ -166,6 +169,7 @@ class LLMServable:
             config.name,
         )
         self.tokenizer: Any = None
+        self.vocabulary_size = vocabulary_size(config.models_path)
         self.batcher = DecodeBatcher(self._decode_many)
         self.template: ChatTemplate | None = None
         self.request_listeners: list[Any] = []
@@ -254,6 +258,16 @@ class LLMServable:
     def available(self) -> bool:
         return self.state is ServableState.AVAILABLE and self.engine.alive
 
+    @property
+    def supervisor(self) -> Supervisor:
+        """Restarts the engine process when it dies (servables.supervision)."""
+        return self.engine.supervisor
+
+    @property
+    def admission(self) -> Admission:
+        """Bounds the requests waiting for the engine (servables.admission)."""
+        return self.engine.admission
+
     # ------------------------------------------------------------------------------ requests
 
     def _decode(self, ids: Sequence[int], skip_special: bool = True) -> str:
@@ -282,11 +296,7 @@ class LLMServable:
                     "/chat/completions or /responses."
                 )
             if isinstance(request.prompt, list):
-                vocabulary = (
-                    int(self.tokenizer.get_vocab_size())
-                    if hasattr(self.tokenizer, "get_vocab_size")
-                    else None
-                )
+                vocabulary = self.vocabulary_size
                 if vocabulary is not None and any(t >= vocabulary for t in request.prompt):
                     raise InvalidRequest(
                         f"prompt token ids must be below the vocabulary size {vocabulary}",
@@ -445,7 +455,9 @@ class LLMServable:
         """
         if not self.available:
             raise ServableNotReady(
-                f"Model {self.name} is not available: {self.error or self.state.value}"
+                f"Model {self.name} is not available: "
+                f"{self.error or self.engine.dead or self.state.value}",
+                retry_after=self.engine.retry_after(),
             )
         self._check_capabilities(request)
         prompt_ids, prompt_text = self._prompt(request)

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from servables.errors import InvalidRequest
 
 UINT32_MAX = 4_294_967_295
+INT32_MAX = 2_147_483_647
 MAX_STOP_STRINGS = 16
 # openvino-genai's model-independent image placeholder is `<ov_genai_image_N>`; clients may not
 # write it themselves (they could point at another request's image slot or break the count).
@@ -432,9 +433,11 @@ def _prompt(body: dict[str, Any]) -> str | list[int]:
             raise InvalidRequest("prompt is missing", param="prompt")
         return prompt
     if isinstance(prompt, list):
-        if prompt and all(
-            isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in prompt
-        ):
+        if prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+            if not all(0 <= t <= INT32_MAX for t in prompt):
+                raise InvalidRequest(
+                    f"prompt token ids must be between 0 and {INT32_MAX}", param="prompt"
+                )
             return list(prompt)
         if prompt and all(isinstance(p, (str, list)) for p in prompt):
             raise InvalidRequest("only one prompt per request is supported", param="prompt")

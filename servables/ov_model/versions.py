@@ -4,6 +4,10 @@ Versions are numeric folders under `base_path` (OVMS's layout). The version poli
 to serve: the latest N (default 1), all, or specific numbers. `refresh()` rescans the folders, so
 versions that appear are loaded and versions that disappear are unloaded; the reload machinery
 calls it on every poll. A request without a version gets the highest loaded one.
+
+A version that fails to load is tried again at a later refresh, after 1 s, then 2, 4, ... at most
+60 s (files still being copied, a device busy a moment ago), while the versions that were serving
+go on serving; it replaces them once it loads.
 """
 
 from __future__ import annotations
@@ -18,10 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servables.errors import ModelNotFound, ServableError, ServableNotReady
+from servables.errors import ModelNotFound, ServableNotReady
 from servables.ov_model.model import OpenVINOModel
 
 logger = logging.getLogger(__name__)
+
+RETRY_FIRST_SECONDS = 1.0
+RETRY_MAX_SECONDS = 60.0
+clock = time.monotonic  # for retry times (tests replace it)
 
 MODEL_KEYS = {
     "name",
@@ -152,6 +160,11 @@ class Version:
     state: VersionState
     model: OpenVINOModel | None = None
     error: str | None = None
+    failures: int = 0  # failed loads in a row
+    retry_at: float = 0.0  # clock() after which a failed load is tried again
+
+    def due_for_retry(self, now: float) -> bool:
+        return self.state is VersionState.UNAVAILABLE and now >= self.retry_at
 
 
 class VersionedModel:
@@ -186,10 +199,12 @@ class VersionedModel:
             wanted = set(self.config.version_policy.select(self.on_disk()))
             loaded = {n for n, v in self.versions.items() if v.state is not VersionState.END}
             added, removed = sorted(wanted - loaded), sorted(loaded - wanted)
+            now = clock()
+            retried = sorted(n for n in wanted & loaded if self.versions[n].due_for_retry(now))
             # New versions load first, so the model keeps answering meanwhile; the dropped ones
             # go only if a selected version works (a broken new folder leaves the old serving).
-            if added:
-                await asyncio.gather(*(self._load(number) for number in added))
+            if added or retried:
+                await asyncio.gather(*(self._load(number) for number in added + retried))
             if removed and not any(
                 self.versions[n].state is VersionState.AVAILABLE for n in wanted
             ):
@@ -206,11 +221,13 @@ class VersionedModel:
                 logger.error(
                     "model %s: no version folders under %s", self.name, self.config.base_path
                 )
-            return bool(added or removed)
+            return bool(added or removed or retried)
 
     async def _load(self, number: int) -> None:
         config = self.config
-        self.versions[number] = Version(number, VersionState.LOADING)
+        previous = self.versions.get(number)
+        failures = previous.failures if previous is not None else 0
+        self.versions[number] = Version(number, VersionState.LOADING, failures=failures)
         model = OpenVINOModel(
             config.name,
             number,
@@ -225,9 +242,24 @@ class VersionedModel:
         started = time.perf_counter()
         try:
             await asyncio.to_thread(model.load)
-        except ServableError as error:
-            self.versions[number] = Version(number, VersionState.UNAVAILABLE, error=error.message)
-            logger.error("model %s version %d failed to load: %s", self.name, number, error.message)
+        except Exception as error:  # typed load errors, and whatever else the files cause
+            message = getattr(error, "message", None) or str(error) or type(error).__name__
+            delay = min(RETRY_MAX_SECONDS, RETRY_FIRST_SECONDS * 2**failures)
+            self.versions[number] = Version(
+                number,
+                VersionState.UNAVAILABLE,
+                error=message,
+                failures=failures + 1,
+                retry_at=clock() + delay,
+            )
+            logger.error(
+                "model %s version %d failed to load (attempt %d; trying again in %.0f s): %s",
+                self.name,
+                number,
+                failures + 1,
+                delay,
+                message,
+            )
             return
         model.start()
         self.versions[number] = Version(number, VersionState.AVAILABLE, model)

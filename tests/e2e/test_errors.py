@@ -228,6 +228,18 @@ def test_prompt_plus_max_tokens_over_context(client: openai.OpenAI, server: Serv
     assert "max length" in error.message
 
 
+def test_prompt_token_ids_past_the_vocabulary(client: openai.OpenAI, server: Server) -> None:
+    size = 49152  # SmolLM2's vocabulary (its config: vocab_size 49152)
+    error = _bad_request(
+        lambda: client.completions.create(model=server.model, prompt=[1, size], max_tokens=2)
+    )
+    assert error.param == "prompt"
+    assert f"below the vocabulary size {size}" in error.message
+    # the last id inside the vocabulary is fine
+    reply = client.completions.create(model=server.model, prompt=[1, size - 1], max_tokens=2)
+    assert reply.choices[0].finish_reason in {"stop", "length"}
+
+
 def test_image_on_text_model(client: openai.OpenAI, server: Server) -> None:
     pixel = (
         "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"

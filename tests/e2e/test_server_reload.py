@@ -69,7 +69,16 @@ def repository(graph_repository: Callable[[str], GraphRepository]) -> GraphRepos
 
 @pytest.fixture(scope="module")
 def polled(repository: GraphRepository, launch_exact: LaunchExact) -> Iterator[ExactServer]:
-    args = ["--config_path", str(repository.config), "--file_system_poll_wait_seconds", "1"]
+    # A removed or replaced servable drains its open streams for up to --shutdown_timeout; a
+    # slow (shared) machine must not turn the drain into a cut.
+    args = [
+        "--config_path",
+        str(repository.config),
+        "--file_system_poll_wait_seconds",
+        "1",
+        "--shutdown_timeout",
+        "600",
+    ]
     with launch_exact(args) as server:
         yield server
 

@@ -56,7 +56,16 @@ def repository(graph_repository: Callable[[str], GraphRepository]) -> GraphRepos
 
 @pytest.fixture(scope="module")
 def manual(repository: GraphRepository, launch_exact: LaunchExact) -> Iterator[ExactServer]:
-    args = ["--config_path", str(repository.config), "--file_system_poll_wait_seconds", "0"]
+    # A removed or replaced servable drains its open streams for up to --shutdown_timeout; a
+    # slow (shared) machine must not turn the drain into a cut.
+    args = [
+        "--config_path",
+        str(repository.config),
+        "--file_system_poll_wait_seconds",
+        "0",
+        "--shutdown_timeout",
+        "600",
+    ]
     with launch_exact(args) as server:
         yield server
 

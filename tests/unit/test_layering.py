@@ -60,3 +60,149 @@ def test_calculators_do_not_import_the_application_layer() -> None:
                 f"{path.relative_to(ROOT)} imports {name}"
             )
             assert top(name) not in {"aiohttp", "grpc"}, f"{path.relative_to(ROOT)} imports {name}"
+
+
+# ------------------------------------------------------------------ runtime imports and cycles
+
+PACKAGES = ("graphruntime", "calculators", "servables")
+
+# graphruntime's core, bottom to top: a module may import (at run time) its own layer and the
+# layers below it, never one above. Imports needed only for annotations go under TYPE_CHECKING.
+# A new core module must be placed here.
+CORE_LAYERS: tuple[tuple[str, ...], ...] = (
+    # the shared vocabulary
+    ("errors", "tags", "timestamp", "services", "_proto"),
+    # values and descriptions made of it
+    ("packet", "config", "executors"),
+    # ports and contracts, the calculator base class, stream queues, pictures of a config
+    ("contract", "calculator", "streams", "drawing"),
+    # what a running calculator sees, and how its inputs are grouped into calls
+    ("context", "stream_handlers"),
+    # names → classes
+    ("registry", "function"),
+    # a checked graph and the resources its nodes declare
+    ("validation", "resources"),
+    # running a graph
+    ("scheduler",),
+    # the public graph APIs
+    ("graph", "testing", "calculator_graph"),
+    # the package's re-exports
+    ("__init__",),
+)
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+PROJECT_MODULES = {
+    module_name(p): p for package in PACKAGES for p in (ROOT / package).rglob("*.py")
+}
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def runtime_imports(name: str) -> set[str]:
+    """Project modules `name` imports when it runs (function-level imports included), except
+    under `if TYPE_CHECKING:`. `from a.b import c` counts as a.b.c when that is a module, else
+    a.b; a parent package's __init__ is not counted for a submodule import."""
+    path = PROJECT_MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                for statement in child.orelse:
+                    visit(statement)
+                continue
+            if isinstance(child, ast.Import):
+                found.update(alias.name for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    parents = package.split(".")[: len(package.split(".")) - child.level + 1]
+                    base = ".".join([*parents, base] if base else parents)
+                submodules = {f"{base}.{alias.name}" for alias in child.names}
+                found.update(submodules & PROJECT_MODULES.keys() or {base})
+            visit(child)
+
+    visit(ast.parse(path.read_text(), str(path)))
+    resolved = set()
+    for imported in found:
+        parts = imported.split(".")
+        for end in range(len(parts), 0, -1):
+            candidate = ".".join(parts[:end])
+            if candidate in PROJECT_MODULES:
+                if candidate != name:
+                    resolved.add(candidate)
+                break
+    return resolved
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as [a, b, ..., a], or None (depth-first search, iterative)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for root in sorted(graph):
+        if root in state:
+            continue
+        path = [root]
+        iterators = [iter(sorted(graph[root]))]
+        state[root] = 1
+        while iterators:
+            following = next(iterators[-1], None)
+            if following is None:
+                state[path.pop()] = 2
+                iterators.pop()
+            elif state.get(following) == 1:
+                return [*path[path.index(following) :], following]
+            elif following not in state:
+                state[following] = 1
+                path.append(following)
+                iterators.append(iter(sorted(graph[following])))
+    return None
+
+
+def test_find_cycle_finds_one() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_cycle_among_the_projects_modules() -> None:
+    graph = {name: runtime_imports(name) for name in PROJECT_MODULES}
+    cycle = find_cycle(graph)
+    assert cycle is None, "runtime import cycle: " + " -> ".join(cycle or [])
+
+
+def core_layer(name: str) -> int:
+    """Index in CORE_LAYERS of a graphruntime core module (subpackages share their layer)."""
+    relative = name.removeprefix("graphruntime").lstrip(".") or "__init__"
+    head = relative.split(".")[0]
+    for index, layer in enumerate(CORE_LAYERS):
+        if head in layer:
+            return index
+    raise AssertionError(f"{name} is in no layer: add it to CORE_LAYERS in {Path(__file__).name}")
+
+
+def test_core_modules_import_only_their_layer_and_below() -> None:
+    core = [
+        name
+        for name in PROJECT_MODULES
+        if name.split(".")[0] == "graphruntime" and not name.startswith("graphruntime.server")
+    ]
+    for name in core:
+        layer = core_layer(name)
+        for imported in runtime_imports(name):
+            above = core_layer(imported) > layer
+            assert not above, (
+                f"{name} (layer {layer}) imports {imported} (layer {core_layer(imported)}) at "
+                "run time; import it under TYPE_CHECKING if only annotations need it"
+            )

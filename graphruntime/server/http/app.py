@@ -2,7 +2,10 @@
 
 Errors are converted here and only here. OpenAI routes answer OpenAI's error object
 `{"error": {"message", "type", "param", "code"}}`; OVMS's system routes keep its
-`{"error": "<message>"}` shape.
+`{"error": "<message>"}` shape. A 503 for a temporary condition carries `Retry-After`.
+
+Every request gets an id first (see graphruntime.server.request_ids), sent back in
+`X-Request-Id` on every response, streams and errors included.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from graphruntime.errors import GraphError
+from graphruntime.server import request_ids
 from graphruntime.server.error_map import to_client_error
 from graphruntime.server.errors import NotFound, Unauthorized
 from graphruntime.server.http import openai_routes, rag_routes, system_routes
@@ -31,6 +35,7 @@ from servables.openai.responses import error_body
 logger = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+REQUEST_ID = "graphrt_request_id"  # key of the id in the aiohttp request's own mapping
 
 
 def error_response(request: web.Request, error: BaseException) -> web.Response:
@@ -41,7 +46,24 @@ def error_response(request: web.Request, error: BaseException) -> web.Response:
         body = error_body(failure.message, failure.error_type, failure.param, failure.code)
     else:
         body = {"error": failure.message}
-    return web.json_response(body, status=failure.status)
+    headers = {"Retry-After": str(failure.retry_after)} if failure.retry_after else None
+    return web.json_response(body, status=failure.status, headers=headers)
+
+
+@web.middleware
+async def request_id(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Outermost: the id is bound before anything else runs, errors and their logs included."""
+    given = request_ids.accept(request.headers.get(request_ids.HEADER))
+    request[REQUEST_ID] = given
+    with request_ids.bind(given):
+        return await handler(request)
+
+
+async def label_request_id(request: web.Request, response: web.StreamResponse) -> None:
+    """Runs as headers go out (streams send theirs from inside the handler)."""
+    given = request.get(REQUEST_ID)
+    if isinstance(given, str):
+        response.headers[request_ids.HEADER] = given
 
 
 @web.middleware
@@ -136,11 +158,12 @@ def create_app(
     dataplane: KServeDataPlane | None = None,
 ) -> web.Application:
     cors = Cors(settings)
-    middlewares: list[Middleware] = [errors, cors.preflight]
+    middlewares: list[Middleware] = [request_id, errors, cors.preflight]
     if settings.api_key:
         middlewares.append(auth_middleware(settings.api_key))
     app = web.Application(middlewares=middlewares, client_max_size=settings.max_request_size)
     app.on_response_prepare.append(cors.label)
+    app.on_response_prepare.append(label_request_id)
     if metrics is None:
         metrics = Metrics(settings.metrics_list)
     if dataplane is None:

@@ -19,7 +19,6 @@ from typing import Any
 from aiohttp import web
 
 from calculators.llm.payload import HttpPayload
-from graphruntime.errors import GraphError
 from graphruntime.server.error_map import to_client_error
 from graphruntime.server.errors import RequestTooLarge
 from graphruntime.server.http.state import STATE
@@ -145,7 +144,7 @@ async def respond(
         connection.disconnected()
         assert response is not None
         return response
-    except (ServableError, GraphError) as error:
+    except Exception as error:  # typed errors, and bugs: converted (and logged) once
         record.graph_failed()
         if response is None:
             raise

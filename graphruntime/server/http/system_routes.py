@@ -27,12 +27,8 @@ def version_status(version: int, state: str, error: str | None) -> dict[str, Any
 
 
 def servable_status(servable: GraphServable) -> dict[str, Any]:
-    error = None if servable.available else servable.error
-    return {
-        "model_version_status": [
-            version_status(servable.definition.version, servable.state.value, error)
-        ]
-    }
+    state, error = servable.status()
+    return {"model_version_status": [version_status(servable.definition.version, state, error)]}
 
 
 def model_status(model: VersionedModel) -> dict[str, Any]:

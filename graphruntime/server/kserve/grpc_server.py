@@ -3,7 +3,9 @@
 Each call translates its messages and hands them to the shared data plane; typed errors become
 gRPC status codes (INVALID_ARGUMENT, NOT_FOUND, UNAVAILABLE, ...) with the same message REST
 gives. In ModelStreamInfer a refused request is answered with `error_message` and the stream
-goes on; a graph failure is reported the same way and ends the stream.
+goes on; a graph failure is reported the same way and ends the stream. Inference calls get a
+request id (the client's `x-request-id` metadata, or a new one) for their log lines and server
+errors, returned in the trailing metadata.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any, NoReturn
 
 import grpc
 
+from graphruntime.server import request_ids
 from graphruntime.server.error_map import to_client_error
 from graphruntime.server.kserve import grpc_predict_v2_pb2 as pb
 from graphruntime.server.kserve import grpc_predict_v2_pb2_grpc as pb_grpc
@@ -39,6 +42,18 @@ STATUS_BY_HTTP = {
 }
 
 
+def _incoming_id(context: Any) -> str:
+    for key, value in context.invocation_metadata() or ():
+        if key == request_ids.GRPC_METADATA_KEY and isinstance(value, str):
+            return request_ids.accept(value)
+    return request_ids.accept(None)
+
+
+def _id_metadata() -> tuple[tuple[str, str], ...]:
+    current = request_ids.current()
+    return ((request_ids.GRPC_METADATA_KEY, current),) if current else ()
+
+
 def status_of(error: BaseException) -> tuple[grpc.StatusCode, str]:
     failure = to_client_error(error)
     return STATUS_BY_HTTP.get(failure.status, grpc.StatusCode.INTERNAL), failure.message
@@ -54,7 +69,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         self, context: grpc.aio.ServicerContext[Any, Any], error: Exception
     ) -> NoReturn:
         code, message = status_of(error)
-        await context.abort(code, message)
+        await context.abort(code, message, trailing_metadata=_id_metadata())
         raise AssertionError("abort() returns only by raising")
 
     async def ServerLive(self, request: Any, context: Any) -> Any:
@@ -93,11 +108,13 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         )
 
     async def ModelInfer(self, request: Any, context: Any) -> Any:
-        try:
-            response = await self.dataplane.infer(request_from_grpc(request), INTERFACE)
-            return response_to_grpc(response)
-        except Exception as error:
-            await self._abort(context, error)
+        with request_ids.bind(_incoming_id(context)):
+            context.set_trailing_metadata(_id_metadata())
+            try:
+                response = await self.dataplane.infer(request_from_grpc(request), INTERFACE)
+                return response_to_grpc(response)
+            except Exception as error:
+                await self._abort(context, error)
 
     async def ModelStreamInfer(
         self, request_iterator: AsyncIterator[Any], context: Any
@@ -109,14 +126,16 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
                 except ServableError as error:  # answered in turn; the stream goes on
                     yield error
 
-        try:
-            async for item in self.dataplane.stream(requests(), INTERFACE):
-                if isinstance(item, InferResponse):
-                    yield pb.ModelStreamInferResponse(infer_response=response_to_grpc(item))
-                else:
-                    yield pb.ModelStreamInferResponse(error_message=status_of(item)[1])
-        except Exception as error:
-            await self._abort(context, error)
+        with request_ids.bind(_incoming_id(context)):
+            context.set_trailing_metadata(_id_metadata())
+            try:
+                async for item in self.dataplane.stream(requests(), INTERFACE):
+                    if isinstance(item, InferResponse):
+                        yield pb.ModelStreamInferResponse(infer_response=response_to_grpc(item))
+                    else:
+                        yield pb.ModelStreamInferResponse(error_message=status_of(item)[1])
+            except Exception as error:
+                await self._abort(context, error)
 
 
 async def start_grpc_server(

@@ -173,6 +173,18 @@ node {
 }
 """
 
+BUGGY_HTTP_GRAPH = """
+# An OpenAI-route graph whose calculator raises a plain RuntimeError (tests of 500s)
+input_stream: "HTTP_REQUEST_PAYLOAD:input"
+output_stream: "HTTP_RESPONSE_PAYLOAD:output"
+node {
+  name: "buggy"
+  calculator: "kserve_test_calcs:FailOnRequest"
+  input_stream: "HTTP_REQUEST_PAYLOAD:input"
+  output_stream: "HTTP_RESPONSE_PAYLOAD:output"
+}
+"""
+
 
 @dataclass(frozen=True)
 class Repository:
@@ -209,6 +221,7 @@ def write_repository(root: Path) -> Repository:
         "decorate": DECORATE_GRAPH,
         "explode": EXPLODE_GRAPH,
         "summarize": SUMMARIZE_GRAPH,
+        "buggy_http": BUGGY_HTTP_GRAPH,
     }
     for name, text in graphs.items():
         (root / name).mkdir(parents=True, exist_ok=True)

@@ -29,6 +29,7 @@ from servables.llm.model_files import (
     max_model_length,
     openable_gguf,
     resolve_models_path,
+    vocabulary_size,
 )
 
 # ------------------------------------------------------------------------------- GGUF writing
@@ -131,10 +132,19 @@ def test_gguf_metadata_reads_scalars_and_strings(tmp_path: Path) -> None:
     }
 
 
-def test_gguf_metadata_arrays_are_skipped(tmp_path: Path) -> None:
+def test_gguf_metadata_arrays_give_their_length(tmp_path: Path) -> None:
     path = tiny_gguf(tmp_path / "tiny.gguf")
-    found = gguf_metadata(path, {"tokenizer.ggml.tokens", "llama.block_count"})
-    assert found == {"tokenizer.ggml.tokens": None, "llama.block_count": 30}
+    found = gguf_metadata(path, {"tokenizer.ggml.tokens", "nested", "llama.block_count"})
+    assert found == {"tokenizer.ggml.tokens": 4, "nested": 2, "llama.block_count": 30}
+
+
+def test_vocabulary_size_from_gguf_tokens_or_config(tmp_path: Path) -> None:
+    assert vocabulary_size(tiny_gguf(tmp_path / "tiny.gguf")) == 4
+    model = tmp_path / "model"
+    model.mkdir()
+    assert vocabulary_size(model) is None
+    (model / "config.json").write_text('{"text_config": {"vocab_size": 151936}}')
+    assert vocabulary_size(model) == 151936
 
 
 def test_gguf_metadata_missing_keys(tmp_path: Path) -> None:

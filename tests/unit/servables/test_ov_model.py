@@ -20,6 +20,7 @@ from servables.errors import (
     ServableLoadError,
     ServableNotReady,
 )
+from servables.ov_model import versions
 from servables.ov_model.model import OpenVINOModel, find_model_file
 from servables.ov_model.versions import (
     ModelConfig,
@@ -196,3 +197,34 @@ async def test_an_inference_that_fails_is_an_error_and_frees_its_infer_request(
         )  # the server's failure, not the client's
     result = await asyncio.wait_for(model.infer({"x": np.arange(4, dtype=np.float32)}), 10)
     assert result["y"].tolist() == [[0.0, 1.0], [2.0, 3.0]]
+
+
+async def test_a_failed_version_is_retried_with_backoff_while_the_old_one_serves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [1000.0]
+    monkeypatch.setattr(versions, "clock", lambda: now[0])
+    (tmp_path / "1").mkdir()
+    save_scale_model(tmp_path / "1", 2.0)
+    model = VersionedModel(config(tmp_path))  # latest 1
+    await model.refresh()
+    (tmp_path / "2").mkdir()
+    (tmp_path / "2" / "model.xml").write_text("<not a model/>")  # still being copied, say
+
+    await model.refresh()
+    failed = model.versions[2]
+    assert (failed.state, failed.failures, failed.retry_at) == (VersionState.UNAVAILABLE, 1, 1001)
+    assert model.get().version == 1
+    assert not await model.refresh()  # too early: not tried again
+    now[0] = 1001.0
+    await model.refresh()  # tried again, fails again: the wait doubles
+    assert (model.versions[2].failures, model.versions[2].retry_at) == (2, 1003)
+    assert model.get().version == 1
+
+    save_scale_model(tmp_path / "2", 7.0)  # the files are complete now
+    now[0] = 1003.0
+    assert await model.refresh()
+    assert model.get().version == 2
+    assert model.versions[1].state is VersionState.END
+    x = np.ones((1, 3), np.float32)
+    assert (await model.get().infer({"x": x}))["y"].tolist() == [[7.0, 7.0, 7.0]]

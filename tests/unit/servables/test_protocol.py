@@ -852,11 +852,21 @@ def test_multiple_prompts(prompt: list[Any]) -> None:
 
 @pytest.mark.parametrize(
     "prompt",
-    [3, {"text": "a"}, [], [-1], [1, "a"], [True], [1.5], [[]]],
-    ids=["int", "object", "empty-list", "negative-id", "mixed", "bool-id", "float-id", "empty-ids"],
+    [3, {"text": "a"}, [], [1, "a"], [True], [1.5], [[]]],
+    ids=["int", "object", "empty-list", "mixed", "bool-id", "float-id", "empty-ids"],
 )
 def test_prompt_wrong_type(prompt: Any) -> None:
     assert_refused(completion(prompt=prompt), "prompt is not a string", "prompt", "completions")
+
+
+@pytest.mark.parametrize("token", [-1, 2**31, 27753868110943904224772096])
+def test_prompt_token_ids_out_of_range(token: int) -> None:
+    assert_refused(
+        completion(prompt=[5, token]),
+        "prompt token ids must be between 0 and 2147483647",
+        "prompt",
+        "completions",
+    )
 
 
 def test_suffix_not_supported() -> None:

@@ -106,3 +106,14 @@ class Summarize(Calculator):
         cc.outputs[self.response].add(
             InferResponse("", "", request.id, sums, {"inputs": len(request.inputs)})
         )
+
+
+class FailOnRequest(Calculator):
+    """Takes an OpenAI request and fails with a plain RuntimeError: a bug in user code."""
+
+    request = Input("HTTP_REQUEST_PAYLOAD", object)
+    response = Output("HTTP_RESPONSE_PAYLOAD", bytes)
+    blocking = False
+
+    def process(self, cc: CalculatorContext) -> None:
+        raise RuntimeError("injected failure in a user calculator")
