@@ -115,6 +115,8 @@ class EmbeddingsServable:
             raise ServableLoadError(
                 f"{self.name}: cannot load the embeddings model: {error}"
             ) from error
+        if self.vocab_size is None:  # ids past the vocabulary would fail a whole batch
+            self.vocab_size = len(self.tokenizer.raw.get_vocab_vector())
         probe = self.model.run([EncodedInput(np.array([self.pad_token_id], dtype=np.int64))])
         self.dimensions = int(probe.shape[1])
 
@@ -149,7 +151,10 @@ class EmbeddingsServable:
     def _rows_from_ids(self, token_ids: Sequence[Sequence[int]]) -> list[EncodedInput]:
         rows = []
         for index, ids in enumerate(token_ids):
-            array = np.asarray(ids, dtype=np.int64)
+            try:
+                array = np.asarray(ids, dtype=np.int64)
+            except OverflowError:  # past int64: out of the vocabulary too
+                array = np.array([-1], dtype=np.int64)
             if self.vocab_size is not None and (array.min() < 0 or array.max() >= self.vocab_size):
                 raise InvalidRequest(
                     f"input[{index}] has a token id outside the vocabulary "

@@ -175,6 +175,7 @@ def test_concurrent_requests_are_batched_and_answered_alike(
         ({"input": "x", "dimensions": 0}, "dimensions", "positive integer"),
         ({"input": "x", "dimensions": 385}, "dimensions", "at most 384"),
         ({"input": [[1, 2, 10**9]]}, "input", "outside the vocabulary"),
+        ({"input": [[1, 2**70]]}, "input", "outside the vocabulary"),
         ({"input": "word " * (CONTEXT + 10)}, "input", "more than the model's context of 512"),
         ({"input": ["x"] * 2049}, "input", "at most 2048 are allowed per request"),
     ],
