@@ -8,7 +8,9 @@ the tests start inherit the same cache, so their default-model mode finds the fi
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -37,3 +39,82 @@ def smollm2_tokenizer(smollm2_gguf: Path) -> Any:
     # refuse a plain import; and collecting tests that do not use it stays fast.
     openvino_genai = importlib.import_module("openvino_genai")
     return openvino_genai.Tokenizer(str(smollm2_gguf))
+
+
+# A tiny random llama: SmolLM2's tokenizer and chat template (copied from its GGUF), 2 layers of
+# width 64, float16. Its text is gibberish and it rarely stops, but every part of the server
+# around the model (templates, tokenization, detokenization, parsers, the engine process) works
+# exactly as with SmolLM2, ~20x faster. For tests of the server's machinery (fuzzing,
+# supervision), never for tests of answers.
+TINY_LLM = {"width": 64, "layers": 2, "heads": 4, "kv_heads": 2, "ffn": 128, "seed": 0}
+
+
+def build_tiny_llm(source: Path, target: Path) -> None:
+    """Write the tiny llama to `target`, with the tokenizer and general fields of `source`."""
+    gguf = importlib.import_module("gguf")  # llama.cpp's GGUF reader/writer (test extra)
+    np = importlib.import_module("numpy")
+    reader = gguf.GGUFReader(str(source))
+    writer = gguf.GGUFWriter(str(target), "llama")
+    vocabulary = 0
+    for field in reader.fields.values():
+        # Every field but the architecture's own (and the header's): genai needs the general.*
+        # ones (file type, alignment) besides the tokenizer.*.
+        if field.name.startswith(("GGUF.", "llama.")) or field.name == "general.architecture":
+            continue
+        kind = field.types[0]
+        if kind == gguf.GGUFValueType.ARRAY:
+            if field.name == "tokenizer.ggml.tokens":
+                vocabulary = len(field.data)
+            writer.add_key_value(field.name, field.contents(), kind, sub_type=field.types[-1])
+        else:
+            writer.add_key_value(field.name, field.contents(), kind)
+    width, heads, kv_heads = TINY_LLM["width"], TINY_LLM["heads"], TINY_LLM["kv_heads"]
+    ffn, kv_width = TINY_LLM["ffn"], TINY_LLM["width"] // heads * kv_heads
+    writer.add_context_length(8192)
+    writer.add_embedding_length(width)
+    writer.add_block_count(TINY_LLM["layers"])
+    writer.add_feed_forward_length(ffn)
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(kv_heads)
+    writer.add_rope_dimension_count(width // heads)
+    writer.add_rope_freq_base(100000.0)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_vocab_size(vocabulary)
+    random = np.random.default_rng(TINY_LLM["seed"])
+
+    def weights(name: str, shape: tuple[int, ...], scale: float = 0.02) -> None:
+        # openvino-genai's GGUF reader takes float16 (not float32) matrices.
+        writer.add_tensor(name, (random.standard_normal(shape) * scale).astype(np.float16))
+
+    weights("token_embd.weight", (vocabulary, width), 1.0)
+    for layer in range(TINY_LLM["layers"]):
+        block = f"blk.{layer}."
+        writer.add_tensor(block + "attn_norm.weight", np.ones(width, np.float32))
+        writer.add_tensor(block + "ffn_norm.weight", np.ones(width, np.float32))
+        weights(block + "attn_q.weight", (width, width))
+        weights(block + "attn_k.weight", (kv_width, width))
+        weights(block + "attn_v.weight", (kv_width, width))
+        weights(block + "attn_output.weight", (width, width))
+        weights(block + "ffn_gate.weight", (ffn, width))
+        weights(block + "ffn_up.weight", (ffn, width))
+        weights(block + "ffn_down.weight", (width, ffn))
+    writer.add_tensor("output_norm.weight", np.ones(width, np.float32))
+    weights("output.weight", (vocabulary, width), 0.5)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+@pytest.fixture(scope="session")
+def tiny_llm_gguf(smollm2_gguf: Path) -> Path:
+    """The tiny random llama (see TINY_LLM), built once per machine into the test cache."""
+    key = hashlib.sha256(
+        json.dumps([TINY_LLM, smollm2_gguf.name, smollm2_gguf.stat().st_size]).encode()
+    ).hexdigest()[:16]
+    target = model_cache_dir() / "models" / f"tiny-llm-{key}.gguf"
+    if not target.is_file():
+        partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+        build_tiny_llm(smollm2_gguf, partial)
+        os.replace(partial, target)  # atomic: a concurrent session sees all of it or nothing
+    return target

@@ -127,7 +127,12 @@ async def test_requests_are_served_one_at_a_time(
 
     assert [first, second] == [e.text for e in expected]
     earlier, later = sorted([first_times, second_times], key=lambda times: times[0])
-    assert earlier[-1] <= later[0], "the stateful pipeline ran two requests at once"
+    # Arrival times are taken by one client reading two sockets, so a chunk can be seen a
+    # moment after one sent later on the other stream: allow the first chunk or two of the
+    # second answer to be seen before the last of the first. Run together (VLM_CB), most of
+    # them would be.
+    overlap = sum(arrival < earlier[-1] for arrival in later)
+    assert overlap <= 2, f"the stateful pipeline ran two requests at once ({overlap} chunks)"
 
 
 def test_local_files_are_off_by_default(stateful_server: Server) -> None:

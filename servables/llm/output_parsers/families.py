@@ -1,0 +1,176 @@
+"""The tool-call families: their markers, body readers and special tokens, by OVMS's names."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from servables.llm.output_parsers._json_calls import JsonCallsReader, Layout, NamedArgumentsReader
+from servables.llm.output_parsers._stage import BodyReader, CallSink, Opening, ToolStage
+from servables.llm.output_parsers.pythonic import PythonicCallsReader
+from servables.llm.output_parsers.xml_calls import FUNCTION_TAG, XmlFunctionReader
+
+__all__ = ["TOOL_FAMILIES", "ToolFamily"]
+
+
+@dataclass(frozen=True)
+class ToolFamily:
+    """How one family writes calls.
+
+    `keep_special_tokens`: its markers are special tokens, so it must be fed text decoded with
+    special tokens kept; `dropped` then lists the other special tokens it removes from content.
+    """
+
+    name: str
+    keep_special_tokens: bool
+    openings: tuple[Opening, ...]
+    dropped: tuple[str, ...] = ()
+
+    def stage(self, schemas: Mapping[str, Mapping[str, Any]]) -> ToolStage:
+        return ToolStage(self.openings, self.dropped, schemas)
+
+
+def _pythonic(marker: str, _schemas: object) -> BodyReader:
+    return PythonicCallsReader(marker)
+
+
+class _FirstCharacterReader(BodyReader):
+    """Chooses the body's reader by its first non-blank character."""
+
+    def __init__(self, marker: str, choose: Callable[[str, str], BodyReader]) -> None:
+        self._marker = marker
+        self._choose = choose
+        self._inner: BodyReader | None = None
+        self._space = ""
+
+    def feed(self, text: str, sink: CallSink) -> str:
+        if self._inner is None:
+            stripped = text.lstrip(" \t\n\r")
+            self._space += text[: len(text) - len(stripped)]
+            if not stripped:
+                return ""
+            self._inner = self._choose(stripped[0], self._marker + self._space)
+            text = stripped
+        rest = self._inner.feed(text, sink)
+        self.done, self.rejected_text = self._inner.done, self._inner.rejected_text
+        return rest
+
+    def finish(self, sink: CallSink) -> None:
+        if self._inner is None:
+            self.rejected_text = self._marker + self._space
+        else:
+            self._inner.finish(sink)
+            self.rejected_text = self._inner.rejected_text
+        self.done = True
+
+
+def _mistral_body(marker: str, _schemas: object) -> BodyReader:
+    """After `[TOOL_CALLS]`: a JSON list of calls (Mistral 7B v0.3, Nemo, Large) or
+    `name[ARGS]{...}` (Devstral, Mistral Small 3.2, Magistral)."""
+
+    def choose(first: str, given_back: str) -> BodyReader:
+        if first in "[{":
+            return JsonCallsReader(given_back, Layout.LIST, require_arguments=False)
+        return NamedArgumentsReader(given_back, "[ARGS]")
+
+    return _FirstCharacterReader(marker, choose)
+
+
+def _python_tag_body(marker: str, _schemas: object) -> BodyReader:
+    """After Llama's `<|python_tag|>`: JSON calls separated by ';', or a pythonic list."""
+
+    def choose(first: str, given_back: str) -> BodyReader:
+        if first == "[":
+            return PythonicCallsReader(given_back)
+        return JsonCallsReader(given_back, Layout.SEMICOLONS, require_arguments=False)
+
+    return _FirstCharacterReader(marker, choose)
+
+
+_LLAMA3_SPECIAL = (
+    "<|eom_id|>",
+    "<|eot_id|>",
+    "<|end_of_text|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|finetune_right_pad_id|>",
+    "<|begin_of_text|>",
+    "<|eom|>",
+    "<|eot|>",
+    "<|header_start|>",
+    "<|header_end|>",
+)
+_MISTRAL_SPECIAL = ("</s>", "[/INST]", "[INST]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]")
+
+TOOL_FAMILIES: dict[str, ToolFamily] = {
+    family.name: family
+    for family in (
+        ToolFamily(
+            "hermes3",
+            keep_special_tokens=False,
+            openings=(Opening("<tool_call>", JsonCallsReader.factory(Layout.SINGLE)),),
+            dropped=("</tool_call>",),
+        ),
+        ToolFamily(
+            "llama3",
+            keep_special_tokens=True,
+            openings=(
+                Opening("<|python_tag|>", _python_tag_body, special_token=True),
+                # Without the tag (Llama 3.1 with JSON tool calling writes bare objects), a
+                # call counts only if the object has arguments, not any {"name": ...} answer;
+                # it may follow text when the call came from guided generation.
+                Opening(
+                    "{",
+                    JsonCallsReader.factory(Layout.SEMICOLONS, require_arguments=True),
+                    leading_only=True,
+                    part_of_body=True,
+                ),
+                Opening(
+                    '{"name":',
+                    JsonCallsReader.factory(Layout.SEMICOLONS, require_arguments=True),
+                    part_of_body=True,
+                ),
+                # Pythonic lists (Llama 3.2 / 4) only as the whole output, as vLLM reads them.
+                Opening("[", _pythonic, leading_only=True, part_of_body=True),
+            ),
+            dropped=_LLAMA3_SPECIAL,
+        ),
+        ToolFamily(
+            "mistral",
+            keep_special_tokens=True,
+            openings=(
+                Opening("[TOOL_CALLS]", _mistral_body, special_token=True),
+                # The tagless list OVMS also accepts (the tag skipped as a special token).
+                Opening(
+                    "[{",
+                    JsonCallsReader.factory(Layout.LIST, require_arguments=True),
+                    leading_only=True,
+                    part_of_body=True,
+                ),
+            ),
+            dropped=_MISTRAL_SPECIAL,
+        ),
+        ToolFamily(
+            "devstral",
+            keep_special_tokens=True,
+            openings=(Opening("[TOOL_CALLS]", _mistral_body, special_token=True),),
+            dropped=_MISTRAL_SPECIAL,
+        ),
+        ToolFamily(
+            "phi4",
+            keep_special_tokens=False,
+            openings=(Opening("functools", JsonCallsReader.factory(Layout.LIST)),),
+        ),
+        ToolFamily(
+            "qwen3coder",
+            keep_special_tokens=False,
+            openings=(
+                Opening("<tool_call>", XmlFunctionReader),
+                Opening(FUNCTION_TAG, XmlFunctionReader),
+            ),
+            dropped=("</tool_call>",),
+        ),
+    )
+}
+"""Marker-based families; gptoss (harmony) is a parser of its own."""
