@@ -35,6 +35,7 @@ ROOT_SCHEMAS = (
     "CreateChatCompletionResponse",
     "CreateChatCompletionStreamResponse",
     "CreateCompletionResponse",
+    "CreateEmbeddingResponse",
     "ErrorResponse",
     "ListModelsResponse",
     "Model",
@@ -45,7 +46,7 @@ SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "depen
 # Keywords whose value is data, not a schema.
 DATA_KEYWORDS = ("enum", "const", "default", "required", "discriminator", "format", "type")
 ANNOTATIONS = ("description", "example", "examples", "title", "$comment")
-REQUEST_ROOTS = ("CreateChatCompletionRequest", "CreateCompletionRequest")
+REQUEST_ROOTS = ("CreateChatCompletionRequest", "CreateCompletionRequest", "CreateEmbeddingRequest")
 REQUESTS_OUT = ROOT / "tests" / "fixtures" / "openai_request_schemas.json"
 MAX_ITEMS, MAX_LENGTH, MAX_FREE_PROPERTIES = 2, 24, 2
 

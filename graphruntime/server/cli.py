@@ -20,8 +20,18 @@ from graphruntime.drawing import FORMATS
 from graphruntime.errors import GraphConfigError, GraphError, GraphValidationError
 from graphruntime.layout import to_html
 from graphruntime.server import profile_command, request_ids
-from graphruntime.server.export import ExportError, ExportRequest, export_text_generation
-from graphruntime.server.graph_export import TextGenerationSettings
+from graphruntime.server.export import (
+    ExportError,
+    ExportRequest,
+    export_encoder,
+    export_text_generation,
+)
+from graphruntime.server.graph_export import (
+    TASKS,
+    EmbeddingsSettings,
+    RerankSettings,
+    TextGenerationSettings,
+)
 from graphruntime.server.own_packages import other_owners
 from graphruntime.server.server import StartupError, serve
 from graphruntime.server.settings import ServerSettings
@@ -115,6 +125,42 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+POOLING_CHOICES = ["CLS", "LAST", "MEAN"]
+
+
+def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
+    """OVMS's embeddings and rerank task flags (docs/parameters.md)."""
+    parser.add_argument(
+        "--num_streams", type=int, default=1, help="embeddings/rerank: parallel streams"
+    )
+    parser.add_argument(
+        "--pooling",
+        choices=POOLING_CHOICES,
+        help="embeddings: pooling (default: the model's 1_Pooling/config.json, else CLS)",
+    )
+    parser.add_argument(
+        "--normalize",
+        type=_bool,
+        nargs="?",
+        const=True,
+        default=True,
+        help="embeddings: L2-normalise (default true)",
+    )
+    parser.add_argument(
+        "--truncate",
+        type=_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="embeddings: cut inputs longer than the context instead of refusing them",
+    )
+    parser.add_argument(
+        "--max_allowed_chunks",
+        type=int,
+        help="rerank: most (query, document chunk) pairs per request (default 10000)",
+    )
+
+
 def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     """OVMS's flag names and defaults, so existing command lines work unchanged."""
     serve.add_argument("--rest_port", type=int, default=8000, help="HTTP port (default 8000)")
@@ -132,7 +178,9 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     )
     serve.add_argument("--model_name", help="name clients use in the `model` field")
     serve.add_argument(
-        "--task", choices=["text_generation"], help="graph to generate for --model_path"
+        "--task",
+        choices=TASKS,
+        help="graph to generate for --model_path (default: inferred from the model's files)",
     )
     serve.add_argument("--target_device", default="CPU")
     serve.add_argument(
@@ -186,6 +234,7 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         default=10.0,
         help="seconds an image URL download may take",
     )
+    add_encoder_arguments(serve)
     serve.add_argument(
         "--max_engine_restarts",
         type=int,
@@ -285,6 +334,46 @@ def settings_from(args: argparse.Namespace) -> ServerSettings:
         max_engine_restarts=args.max_engine_restarts,
         engine_restart_window=args.engine_restart_window,
         max_queued_requests=args.max_queued_requests,
+        num_streams=args.num_streams,
+        pooling=args.pooling,
+        normalize=args.normalize,
+        truncate=args.truncate,
+        max_allowed_chunks=args.max_allowed_chunks,
+    )
+
+
+def export_graph_settings(
+    args: argparse.Namespace, plugin_config: dict[str, object]
+) -> TextGenerationSettings | EmbeddingsSettings | RerankSettings:
+    if args.task == "embeddings_ov":
+        return EmbeddingsSettings(
+            models_path="",
+            target_device=args.target_device,
+            num_streams=args.num_streams,
+            normalize=args.normalize,
+            pooling=args.pooling,
+            truncate=args.truncate,
+            plugin_config=plugin_config,
+        )
+    if args.task == "rerank_ov":
+        return RerankSettings(
+            models_path="",
+            target_device=args.target_device,
+            num_streams=args.num_streams,
+            max_allowed_chunks=args.max_allowed_chunks,
+            plugin_config=plugin_config,
+        )
+    return TextGenerationSettings(
+        models_path="",
+        target_device=args.target_device,
+        max_num_seqs=args.max_num_seqs,
+        cache_size=args.cache_size,
+        enable_prefix_caching=args.enable_prefix_caching,
+        dynamic_split_fuse=not args.disable_dynamic_split_fuse,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        pipeline_type=args.pipeline_type,
+        kv_cache_precision=args.kv_cache_precision,
+        plugin_config=plugin_config,
     )
 
 
@@ -297,21 +386,13 @@ def run_export(args: argparse.Namespace) -> int:
         model_name=args.model_name,
         weight_format=args.weight_format,
         overwrite_models=args.overwrite_models,
-        graph=TextGenerationSettings(
-            models_path="",
-            target_device=args.target_device,
-            max_num_seqs=args.max_num_seqs,
-            cache_size=args.cache_size,
-            enable_prefix_caching=args.enable_prefix_caching,
-            dynamic_split_fuse=not args.disable_dynamic_split_fuse,
-            max_num_batched_tokens=args.max_num_batched_tokens,
-            pipeline_type=args.pipeline_type,
-            kv_cache_precision=args.kv_cache_precision,
-            plugin_config=plugin_config,
-        ),
+        graph=export_graph_settings(args, plugin_config),
     )
     try:
-        export_text_generation(request)
+        if args.task == "text_generation":
+            export_text_generation(request)
+        else:
+            export_encoder(request, args.task)
     except ExportError as error:
         logger.error("%s", error)
         return 1
@@ -319,8 +400,8 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def add_export_arguments(export: argparse.ArgumentParser) -> None:
-    """export_model.py's text_generation flags."""
-    export.add_argument("task", choices=["text_generation"])
+    """export_model.py's text_generation, embeddings_ov and rerank_ov flags."""
+    export.add_argument("task", choices=["text_generation", "embeddings_ov", "rerank_ov"])
     export.add_argument(
         "--source_model",
         required=True,
@@ -346,6 +427,13 @@ def add_export_arguments(export: argparse.ArgumentParser) -> None:
     export.add_argument("--kv_cache_precision", choices=["u8", "u4", "f16", "bf16", "f32"])
     export.add_argument("--plugin_config", help="JSON object of OpenVINO properties")
     export.add_argument("--overwrite_models", action="store_true")
+    add_encoder_arguments(export)
+    export.add_argument(
+        "--skip_normalize",
+        dest="normalize",
+        action="store_false",
+        help="embeddings_ov: do not L2-normalise (export_model.py's flag)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,9 +1,18 @@
-"""`graphrt export text_generation`: lay out a model the way OVMS's export_model.py does.
+"""`graphrt export text_generation|embeddings_ov|rerank_ov`: lay out a model as OVMS's
+export_model.py does.
 
 Writes `<model_repository_path>/<model_name>/` holding the model (a .gguf file, an OpenVINO IR
-directory, or an IR converted from a Hugging Face model with optimum-intel) and the
-text-generation graph.pbtxt, and adds `{"name", "base_path"}` to config.json's
-mediapipe_config_list, so `graphrt serve --config_path <config.json>` (or OVMS itself) serves it.
+directory, or an IR converted from a Hugging Face model with optimum-intel) and the task's
+graph.pbtxt, and adds `{"name", "base_path"}` to config.json's mediapipe_config_list, so
+`graphrt serve --config_path <config.json>` (or OVMS itself) serves it.
+
+Hugging Face conversion runs `optimum-cli` from the optional `graphrt[export]` extra (torch,
+transformers, optimum-intel, openvino-tokenizers); serving never imports any of it, and an
+already converted OpenVINO directory is copied without it. Embedding models keep their
+sentence-transformers files (modules.json, 1_Pooling/), and the graph names the pooling they
+were trained with unless `--pooling` says otherwise. A rerank model's tokenizer keeps its special
+tokens and pair template (OVMS's script strips them and re-adds RoBERTa's by hand, which breaks
+BERT cross-encoders); graphrt serves both layouts.
 """
 
 from __future__ import annotations
@@ -15,11 +24,31 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from graphruntime.server.graph_export import TextGenerationSettings, text_generation_graph
+from graphruntime.server.graph_export import (
+    EmbeddingsSettings,
+    RerankSettings,
+    TextGenerationSettings,
+    embeddings_graph,
+    rerank_graph,
+    text_generation_graph,
+)
+from servables.encoders.model_dir import detect_pooling
 
 logger = logging.getLogger(__name__)
 
 IR_MARKERS = ("openvino_model.xml", "openvino_language_model.xml")
+# optimum's task per graphrt export task, and the sentence-transformers files to keep.
+OPTIMUM_TASKS = {
+    "text_generation": "text-generation-with-past",
+    "embeddings_ov": "feature-extraction",
+    "rerank_ov": "text-classification",
+}
+SENTENCE_TRANSFORMERS_FILES = (
+    "modules.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
+    "1_Pooling",
+)
 
 
 class ExportError(Exception):
@@ -33,7 +62,7 @@ class ExportRequest:
     config_file_path: Path | None
     model_name: str | None
     weight_format: str
-    graph: TextGenerationSettings
+    graph: TextGenerationSettings | EmbeddingsSettings | RerankSettings
     overwrite_models: bool = False
 
 
@@ -41,12 +70,12 @@ def _is_ir_dir(path: Path) -> bool:
     return path.is_dir() and any((path / marker).is_file() for marker in IR_MARKERS)
 
 
-def _convert_hf(source: str, target: Path, weight_format: str) -> None:
+def _convert_hf(source: str, target: Path, weight_format: str, task: str) -> None:
     """Hugging Face model (hub id or local checkpoint) → OpenVINO IR with optimum-intel."""
     if shutil.which("optimum-cli") is None:
         raise ExportError(
-            "Exporting a Hugging Face model needs optimum-intel (`pip install optimum-intel`); "
-            "a .gguf file or an OpenVINO IR directory needs nothing extra."
+            "Exporting a Hugging Face model needs optimum-intel: `pip install 'graphrt[export]'` "
+            "(see the README); a .gguf file or an OpenVINO IR directory needs nothing extra."
         )
     command = [
         "optimum-cli",
@@ -55,7 +84,7 @@ def _convert_hf(source: str, target: Path, weight_format: str) -> None:
         "--model",
         source,
         "--task",
-        "text-generation-with-past",
+        OPTIMUM_TASKS[task],
         "--weight-format",
         weight_format,
         str(target),
@@ -66,9 +95,7 @@ def _convert_hf(source: str, target: Path, weight_format: str) -> None:
         raise ExportError(f"optimum-cli failed with exit code {result.returncode}")
 
 
-def export_text_generation(request: ExportRequest) -> Path:
-    """Do the export; returns the model directory."""
-    source = Path(request.source_model).expanduser()
+def _model_dir(request: ExportRequest, source: Path) -> tuple[str, Path]:
     name = request.model_name or (source.stem if source.exists() else request.source_model)
     model_dir = request.model_repository_path / name
     if model_dir.exists():
@@ -76,6 +103,13 @@ def export_text_generation(request: ExportRequest) -> Path:
             raise ExportError(f"{model_dir} exists; pass --overwrite_models to replace it")
         shutil.rmtree(model_dir)
     model_dir.mkdir(parents=True)
+    return name, model_dir
+
+
+def export_text_generation(request: ExportRequest) -> Path:
+    """Do the export; returns the model directory."""
+    source = Path(request.source_model).expanduser()
+    name, model_dir = _model_dir(request, source)
     if source.is_file() and source.suffix.lower() == ".gguf":
         shutil.copy2(source, model_dir / source.name)
         models_path = f"./{source.name}"
@@ -83,11 +117,52 @@ def export_text_generation(request: ExportRequest) -> Path:
         shutil.copytree(source, model_dir, dirs_exist_ok=True)
         models_path = "./"
     else:
-        _convert_hf(request.source_model, model_dir, request.weight_format)
+        _convert_hf(request.source_model, model_dir, request.weight_format, "text_generation")
         models_path = "./"
     settings = request.graph
+    assert isinstance(settings, TextGenerationSettings)
     settings.models_path = models_path
     (model_dir / "graph.pbtxt").write_text(text_generation_graph(settings), encoding="utf-8")
+    if request.config_file_path is not None:
+        add_to_config(request.config_file_path, name, model_dir)
+    logger.info("exported %s to %s", name, model_dir)
+    return model_dir
+
+
+def _keep_sentence_transformers_files(source: Path, model_dir: Path) -> None:
+    """optimum drops them; they say how the model pools (read at load when the graph does not)."""
+    for name in SENTENCE_TRANSFORMERS_FILES:
+        path = source / name
+        if path.is_dir():
+            shutil.copytree(path, model_dir / name, dirs_exist_ok=True)
+        elif path.is_file():
+            shutil.copy2(path, model_dir / name)
+
+
+def export_encoder(request: ExportRequest, task: str) -> Path:
+    """embeddings_ov / rerank_ov: the model IR, its tokenizer IRs and the task's graph."""
+    source = Path(request.source_model).expanduser()
+    name, model_dir = _model_dir(request, source)
+    try:
+        if _is_ir_dir(source):
+            shutil.copytree(source, model_dir, dirs_exist_ok=True)
+        else:
+            _convert_hf(request.source_model, model_dir, request.weight_format, task)
+            if source.is_dir():
+                _keep_sentence_transformers_files(source, model_dir)
+    except BaseException:
+        shutil.rmtree(model_dir, ignore_errors=True)  # no half-written model directory
+        raise
+    settings = request.graph
+    settings.models_path = "./"
+    if isinstance(settings, EmbeddingsSettings):
+        settings.pooling = settings.pooling or detect_pooling(model_dir)
+        graph = embeddings_graph(settings)
+    elif isinstance(settings, RerankSettings):
+        graph = rerank_graph(settings)
+    else:
+        raise ExportError(f"{task} needs embeddings or rerank graph settings")
+    (model_dir / "graph.pbtxt").write_text(graph, encoding="utf-8")
     if request.config_file_path is not None:
         add_to_config(request.config_file_path, name, model_dir)
     logger.info("exported %s to %s", name, model_dir)

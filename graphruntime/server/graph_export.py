@@ -1,13 +1,16 @@
-"""Write the text-generation graph.pbtxt that OVMS's export script and CLI would write.
+"""Write the graph.pbtxt files that OVMS's export script and CLI would write.
 
 Used in memory by `graphrt serve --model_path ...` when the directory has no graph.pbtxt, and on
-disk by `graphrt export text_generation`. The graph is OVMS's template, field for field.
+disk by `graphrt export text_generation|embeddings_ov|rerank_ov`. Each graph is OVMS's template,
+field for field. `infer_task` picks the graph for a model directory as OVMS's task detection
+does: sentence-transformers' modules.json first, then config.json's architectures.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from google.protobuf import text_encoding
@@ -105,3 +108,134 @@ def text_generation_graph(settings: TextGenerationSettings) -> str:
         lines.append(f"draft_models_path: {_quote(settings.draft_models_path)}")
     options = "\n".join(f"      {line}," for line in lines)
     return GRAPH_TEMPLATE.format(options=options)
+
+
+EMBEDDINGS_GRAPH_TEMPLATE = """input_stream: "REQUEST_PAYLOAD:input"
+output_stream: "RESPONSE_PAYLOAD:output"
+node {{
+  name: "EmbeddingsExecutor"
+  input_side_packet: "EMBEDDINGS_NODE_RESOURCES:embeddings_servable"
+  calculator: "EmbeddingsCalculatorOV"
+  input_stream: "REQUEST_PAYLOAD:input"
+  output_stream: "RESPONSE_PAYLOAD:output"
+  node_options: {{
+    [type.googleapis.com / mediapipe.EmbeddingsCalculatorOVOptions]: {{
+{options}
+    }}
+  }}
+}}
+"""
+
+RERANK_GRAPH_TEMPLATE = """input_stream: "REQUEST_PAYLOAD:input"
+output_stream: "RESPONSE_PAYLOAD:output"
+node {{
+  name: "RerankExecutor"
+  input_side_packet: "RERANK_NODE_RESOURCES:rerank_servable"
+  calculator: "RerankCalculatorOV"
+  input_stream: "REQUEST_PAYLOAD:input"
+  output_stream: "RESPONSE_PAYLOAD:output"
+  node_options: {{
+    [type.googleapis.com / mediapipe.RerankCalculatorOVOptions]: {{
+{options}
+    }}
+  }}
+}}
+"""
+
+
+@dataclass
+class EmbeddingsSettings:
+    """OVMS's embeddings_ov graph flags (export_model.py, `--task embeddings`), OVMS's defaults."""
+
+    models_path: str
+    target_device: str = "CPU"
+    num_streams: int = 1
+    normalize: bool = True
+    pooling: str | None = None  # None: the model's 1_Pooling/config.json, else CLS
+    truncate: bool = False
+    plugin_config: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RerankSettings:
+    """OVMS's rerank_ov graph flags (export_model.py, `--task rerank`), OVMS's defaults."""
+
+    models_path: str
+    target_device: str = "CPU"
+    num_streams: int = 1
+    max_allowed_chunks: int | None = None
+    plugin_config: dict[str, Any] = field(default_factory=dict)
+
+
+def _streams_config(plugin_config: dict[str, Any], num_streams: int) -> str:
+    return _quote(json.dumps({"NUM_STREAMS": str(num_streams), **plugin_config}))
+
+
+def embeddings_graph(settings: EmbeddingsSettings) -> str:
+    lines = [
+        f"models_path: {_quote(settings.models_path)}",
+        f"plugin_config: {_streams_config(settings.plugin_config, settings.num_streams)}",
+        f"normalize_embeddings: {str(settings.normalize).lower()}",
+    ]
+    if settings.pooling:
+        lines.append(f"pooling: {settings.pooling}")
+    if settings.truncate:
+        lines.append("truncate: true")
+    lines.append(f"target_device: {_quote(settings.target_device or 'CPU')}")
+    options = ",\n".join(f"      {line}" for line in lines)
+    return EMBEDDINGS_GRAPH_TEMPLATE.format(options=options)
+
+
+def rerank_graph(settings: RerankSettings) -> str:
+    lines = [
+        f"models_path: {_quote(settings.models_path)}",
+        f"plugin_config: {_streams_config(settings.plugin_config, settings.num_streams)}",
+    ]
+    if settings.max_allowed_chunks is not None:
+        lines.append(f"max_allowed_chunks: {settings.max_allowed_chunks}")
+    lines.append(f"target_device: {_quote(settings.target_device or 'CPU')}")
+    options = ",\n".join(f"      {line}" for line in lines)
+    return RERANK_GRAPH_TEMPLATE.format(options=options)
+
+
+TASKS = ("text_generation", "embeddings", "rerank")
+# Encoder classes OVMS takes for embedding models (default_task_detector.cpp).
+EMBEDDING_ARCHITECTURES = {
+    "BertModel",
+    "JinaBertModel",
+    "MPNetModel",
+    "Qwen2Model",
+    "RobertaModel",
+    "T5EncoderModel",
+    "XLMRobertaModel",
+}
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def infer_task(path: Path) -> str:
+    """text_generation, embeddings or rerank for a model path (a .gguf file is text_generation)."""
+    if not path.is_dir():
+        return "text_generation"
+    modules = _read_json(path / "modules.json")
+    if isinstance(modules, list):
+        types = [str(m.get("type", "")) for m in modules if isinstance(m, dict)]
+        if any("CrossEncoder" in t or "LogitScore" in t for t in types):
+            return "rerank"
+        if any("Pooling" in t for t in types):
+            return "embeddings"
+    config = _read_json(path / "config.json")
+    architectures = config.get("architectures") if isinstance(config, dict) else None
+    if not isinstance(architectures, list):
+        return "text_generation"
+    names = [a for a in architectures if isinstance(a, str)]
+    if any(a.endswith("ForSequenceClassification") for a in names):
+        return "rerank"
+    if any(a in EMBEDDING_ARCHITECTURES for a in names):
+        return "embeddings"
+    return "text_generation"

@@ -40,6 +40,8 @@ logger = logging.getLogger(__name__)
 
 REQUEST_TAG = "HTTP_REQUEST_PAYLOAD"
 RESPONSE_TAG = "HTTP_RESPONSE_PAYLOAD"
+# OVMS's embeddings and rerank graphs name their HTTP streams without the HTTP_ prefix.
+PAYLOAD_TAGS = ((REQUEST_TAG, RESPONSE_TAG), ("REQUEST_PAYLOAD", "RESPONSE_PAYLOAD"))
 
 
 async def stopped(graph: Graph) -> None:
@@ -172,10 +174,11 @@ class GraphServable:
                 raise ServableError(self.definition.problem)
             graph = ValidatedGraph.from_config(self._config())
             inputs, outputs = graph.input_streams, graph.output_streams
-            if inputs.has_tag(REQUEST_TAG):
-                self.request_stream = inputs.names[inputs.id(REQUEST_TAG)]
-            if outputs.has_tag(RESPONSE_TAG):
-                self.response_stream = outputs.names[outputs.id(RESPONSE_TAG)]
+            for request_tag, response_tag in PAYLOAD_TAGS:
+                if inputs.has_tag(request_tag) and outputs.has_tag(response_tag):
+                    self.request_stream = inputs.names[inputs.id(request_tag)]
+                    self.response_stream = outputs.names[outputs.id(response_tag)]
+                    break
             resources = GraphResources(graph, self.name)
             max_queued = serving_policy.queue_bound(
                 self._graph_text(), self.policy.max_queued_requests

@@ -24,7 +24,16 @@ from aiohttp import web
 
 from calculators.llm.media import MEDIA_POLICY
 from graphruntime.server import default_model
-from graphruntime.server.graph_export import TextGenerationSettings, text_generation_graph
+from graphruntime.server.encoder_metrics import EncoderCollector, encoder_servables
+from graphruntime.server.graph_export import (
+    EmbeddingsSettings,
+    RerankSettings,
+    TextGenerationSettings,
+    embeddings_graph,
+    infer_task,
+    rerank_graph,
+    text_generation_graph,
+)
 from graphruntime.server.graph_servable import GraphDefinition
 from graphruntime.server.http.app import create_app
 from graphruntime.server.kserve.dataplane import KServeDataPlane
@@ -49,6 +58,43 @@ class StartupError(Exception):
     """The settings do not describe anything servable; the message says what to change."""
 
 
+def plugin_config_of(settings: ServerSettings) -> dict[str, object]:
+    if not settings.plugin_config:
+        return {}
+    try:
+        plugin_config = json.loads(settings.plugin_config)
+    except ValueError as error:
+        raise StartupError(f"--plugin_config is not valid JSON: {error}") from error
+    if not isinstance(plugin_config, dict):
+        raise StartupError("--plugin_config must be a JSON object")
+    return plugin_config
+
+
+def encoder_graph(settings: ServerSettings, path: Path, task: str) -> str:
+    """OVMS's embeddings or rerank graph for a model directory, from the CLI flags."""
+    if task == "embeddings":
+        return embeddings_graph(
+            EmbeddingsSettings(
+                models_path=str(path),
+                target_device=settings.target_device,
+                num_streams=settings.num_streams,
+                normalize=settings.normalize,
+                pooling=settings.pooling,
+                truncate=settings.truncate,
+                plugin_config=plugin_config_of(settings),
+            )
+        )
+    return rerank_graph(
+        RerankSettings(
+            models_path=str(path),
+            target_device=settings.target_device,
+            num_streams=settings.num_streams,
+            max_allowed_chunks=settings.max_allowed_chunks,
+            plugin_config=plugin_config_of(settings),
+        )
+    )
+
+
 def single_model_definition(settings: ServerSettings, path: Path, name: str) -> GraphDefinition:
     """A model directory with graph.pbtxt is used as is; otherwise OVMS's graph is generated."""
     path = path.resolve()
@@ -56,16 +102,15 @@ def single_model_definition(settings: ServerSettings, path: Path, name: str) -> 
         raise StartupError(f"--model_path {path} does not exist")
     if path.is_dir() and (path / "graph.pbtxt").is_file():
         return GraphDefinition(name=name, base_path=path, graph_path=path / "graph.pbtxt")
-    if settings.task not in (None, "text_generation"):
-        raise StartupError(f"--task {settings.task} is not supported yet (only text_generation)")
-    plugin_config = {}
-    if settings.plugin_config:
-        try:
-            plugin_config = json.loads(settings.plugin_config)
-        except ValueError as error:
-            raise StartupError(f"--plugin_config is not valid JSON: {error}") from error
-        if not isinstance(plugin_config, dict):
-            raise StartupError("--plugin_config must be a JSON object")
+    task = settings.task or infer_task(path)
+    if task != "text_generation":
+        if not path.is_dir():
+            raise StartupError(f"--task {task} needs a model directory, not {path}")
+        logger.info("serving %s as a %s model", path, task)
+        return GraphDefinition(
+            name=name, base_path=path, graph_text=encoder_graph(settings, path, task)
+        )
+    plugin_config = plugin_config_of(settings)
     graph = text_generation_graph(
         TextGenerationSettings(
             models_path=str(path),
@@ -166,6 +211,9 @@ async def serve(settings: ServerSettings) -> int:
     )
     metrics.registry.register(EngineCollector(repository.llm_servables))
     metrics.registry.register(SupervisionCollector(repository.supervisors))
+    metrics.registry.register(
+        EncoderCollector(lambda: encoder_servables(repository.servables.values()))
+    )
     dataplane = KServeDataPlane(repository, metrics)
     app = create_app(
         repository, settings, metrics, dataplane, tracing.middleware if tracing else None

@@ -49,3 +49,9 @@ class ServerSettings:
     max_engine_restarts: int = 5
     engine_restart_window: float = 300.0
     max_queued_requests: int = 1024
+    # embeddings / rerank graph flags for single-model mode
+    num_streams: int = 1
+    pooling: str | None = None  # None: the model's 1_Pooling/config.json, else CLS
+    normalize: bool = True
+    truncate: bool = False
+    max_allowed_chunks: int | None = None

@@ -215,3 +215,18 @@ def test_metrics_list_selects_ovms_metrics(env_keyed: ExactServer) -> None:
         'ovms_requests_success{api="V3",interface="REST",method="Unary",name="keyed"} '
         in response.text
     )
+
+
+def test_rag_routes_need_the_key(env_keyed: ExactServer) -> None:
+    """Embeddings and rerank routes are guarded like the OpenAI ones, and /v2/rerank answers in
+    Cohere's shape. With the key the request reaches the model (a 400: `keyed` is an LLM)."""
+    body = {"model": "keyed", "input": "x", "query": "q", "documents": ["d"]}
+    with env_keyed.http() as http:
+        for path in ("/v3/embeddings", "/v1/embeddings", "/v3/rerank", "/v1/rerank"):
+            assert_unauthorized(http.post(path, json=body))
+        cohere = http.post("/v2/rerank", json=body)
+        assert cohere.status_code == 401 and set(cohere.json()) == {"message"}, cohere.text
+        allowed = http.post(
+            "/v3/embeddings", json=body, headers={"Authorization": f"Bearer {ENV_KEY}"}
+        )
+    assert allowed.status_code == 400, allowed.text

@@ -22,7 +22,7 @@ from graphruntime.errors import GraphError
 from graphruntime.server import request_ids
 from graphruntime.server.error_map import to_client_error
 from graphruntime.server.errors import NotFound, Unauthorized
-from graphruntime.server.http import graph_page, openai_routes, system_routes
+from graphruntime.server.http import graph_page, openai_routes, rag_routes, system_routes
 from graphruntime.server.http.state import STATE, ServerState
 from graphruntime.server.kserve import rest
 from graphruntime.server.kserve.dataplane import KServeDataPlane
@@ -40,7 +40,9 @@ REQUEST_ID = "graphrt_request_id"  # key of the id in the aiohttp request's own 
 
 def error_response(request: web.Request, error: BaseException) -> web.Response:
     failure = to_client_error(error)
-    if openai_routes.is_openai_path(request.path):
+    if rag_routes.is_cohere_path(request.path):
+        return web.json_response({"message": failure.message}, status=failure.status)
+    if openai_routes.is_openai_path(request.path) or rag_routes.is_rag_path(request.path):
         body = error_body(failure.message, failure.error_type, failure.param, failure.code)
     else:
         body = {"error": failure.message}
@@ -89,7 +91,10 @@ def auth_middleware(api_key: str) -> Middleware:
 
     @web.middleware
     async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.method != "OPTIONS" and openai_routes.is_openai_path(request.path):
+        path = request.path
+        if request.method != "OPTIONS" and (
+            openai_routes.is_openai_path(path) or rag_routes.is_rag_path(path)
+        ):
             given = request.headers.get("Authorization", "").encode()
             if not hmac.compare_digest(given, expected):
                 return error_response(
@@ -173,6 +178,7 @@ def create_app(
         dataplane = KServeDataPlane(repository, metrics)
     app[STATE] = ServerState(repository, settings, time.time(), metrics, dataplane)
     openai_routes.add_routes(app)
+    rag_routes.add_routes(app)
     system_routes.add_routes(app)
     graph_page.add_routes(app)
     rest.add_routes(app)

@@ -1,0 +1,1 @@
+"""EmbeddingsCalculatorOV: OpenAI embeddings over an embeddings servable (OVMS graph)."""

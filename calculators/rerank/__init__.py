@@ -1,0 +1,1 @@
+"""RerankCalculatorOV: Cohere-style rerank over a cross-encoder servable (OVMS graph)."""

@@ -1,0 +1,49 @@
+"""Build the rerank servable behind RERANK_NODE_RESOURCES from the node's options.
+
+The only place that knows both OVMS's option names (RerankCalculatorOVOptions) and the
+servable's settings, so graph files stay OVMS-compatible while servables stay free of protobuf.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from calculators.rerank.rerank_calculator_ov_pb2 import RerankCalculatorOVOptions
+from graphruntime.validation import NodeSpec, ValidatedGraph
+from servables.encoders.batcher import BatchLimits
+from servables.encoders.model_dir import parse_plugin_config, resolve_model_dir
+from servables.errors import ServableLoadError
+from servables.rerank.servable import RerankConfig, RerankServable
+
+
+def servable_config(options: RerankCalculatorOVOptions, graph_dir: Path, name: str) -> RerankConfig:
+    """RerankCalculatorOVOptions → RerankConfig, with OVMS's defaults."""
+    if not options.HasField("models_path"):
+        raise ServableLoadError(
+            "RerankCalculatorOVOptions.models_path is required", param="models_path"
+        )
+    for option in ("max_allowed_chunks", "max_batch_size", "max_batch_tokens"):
+        if getattr(options, option) < 1:
+            raise ServableLoadError(f"{option} must be at least 1", param=option)
+    return RerankConfig(
+        name=name,
+        models_path=resolve_model_dir(options.models_path, graph_dir, "Rerank"),
+        device=options.target_device or "CPU",
+        properties=parse_plugin_config(options.plugin_config),
+        max_allowed_chunks=options.max_allowed_chunks,
+        max_position_embeddings=options.max_position_embeddings
+        if options.HasField("max_position_embeddings")
+        else None,
+        batch=BatchLimits(
+            max_batch_size=options.max_batch_size,
+            window=options.batch_window_us / 1e6,
+            max_batch_tokens=options.max_batch_tokens,
+        ),
+    )
+
+
+def build_rerank_servable(graph: ValidatedGraph, node: NodeSpec, owner: str) -> RerankServable:
+    options = graph.node_options(node, RerankCalculatorOVOptions)
+    if not isinstance(options, RerankCalculatorOVOptions):
+        raise ServableLoadError(f'node "{node.name}" has no RerankCalculatorOVOptions')
+    return RerankServable(servable_config(options, Path(graph.directory), owner))

@@ -1,0 +1,1 @@
+"""OpenAI embeddings: request/response and the batched embeddings servable."""

@@ -1,0 +1,206 @@
+"""The embeddings servable: texts or token ids in, one vector each, batched across requests.
+
+It lives in the server process: tokenization is short, and the inference (openvino, GIL
+released) runs on worker threads fed by a DynamicBatcher, so concurrent requests share
+inferences. An input longer than the model's context is refused (400) unless the graph says
+`truncate`, as in OVMS; the context is config.json's (OVMS's fields), 1024 when it has none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from servables.embeddings.pooling import add_pooling
+from servables.encoders.batcher import BatchLimits, DynamicBatcher, EncoderStats
+from servables.encoders.model import EncodedInput, EncoderModel, FloatArray
+from servables.encoders.model_dir import detect_pooling, max_model_length, model_config
+from servables.encoders.tokenizer import EncoderTokenizer
+from servables.errors import InvalidRequest, ServableLoadError, ServableNotReady
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CONTEXT = 1024  # OVMS's, for models whose config.json names none
+
+
+@dataclass
+class EmbeddingsConfig:
+    name: str
+    models_path: Path
+    device: str = "CPU"
+    properties: dict[str, Any] = field(default_factory=dict)
+    pooling: str | None = None  # None: the model's 1_Pooling/config.json, else CLS
+    normalize: bool = True
+    truncate: bool = False
+    max_inputs: int = 2048
+    batch: BatchLimits = field(default_factory=BatchLimits)
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    vectors: npt.NDArray[np.float32]  # [inputs, dimensions]
+    prompt_tokens: int
+
+
+class EmbeddingsServable:
+    """See the module docstring; `start()` loads the model (seconds), `stop()` releases it."""
+
+    kind = "embeddings"
+
+    def __init__(self, config: EmbeddingsConfig) -> None:
+        self.config = config
+        self.name = config.name
+        self.stats = EncoderStats()
+        self.pooling = config.pooling or detect_pooling(config.models_path) or "CLS"
+        hf_config = model_config(config.models_path)
+        self.context = max_model_length(hf_config) or DEFAULT_CONTEXT
+        vocab = hf_config.get("vocab_size")
+        self.vocab_size: int | None = vocab if isinstance(vocab, int) else None
+        pad = hf_config.get("pad_token_id")
+        self.pad_token_id = pad if isinstance(pad, int) and not isinstance(pad, bool) else 0
+        self.tokenizer: EncoderTokenizer | None = None
+        self.model: EncoderModel | None = None
+        self.batcher: DynamicBatcher[FloatArray] | None = None
+        self.dimensions = 0
+
+    @property
+    def max_inputs(self) -> int:
+        return self.config.max_inputs
+
+    @property
+    def normalize(self) -> bool:
+        return self.config.normalize
+
+    async def start(self) -> None:
+        started = time.perf_counter()
+        await asyncio.to_thread(self._load)
+        assert self.model is not None
+        self.batcher = DynamicBatcher(
+            self.name, self.model.run, self.config.batch, self.model.parallel, self.stats
+        )
+        self.batcher.start()
+        logger.info(
+            "%s: embeddings model %s loaded in %.1f s (pooling %s, normalize %s, context %d, "
+            "%d dimensions, %d parallel inferences)",
+            self.name,
+            self.config.models_path,
+            time.perf_counter() - started,
+            self.pooling,
+            self.config.normalize,
+            self.context,
+            self.dimensions,
+            self.model.parallel,
+        )
+
+    def _load(self) -> None:
+        config = self.config
+        try:
+            self.tokenizer = EncoderTokenizer(config.models_path)
+            self.model = EncoderModel(
+                config.models_path,
+                config.device,
+                config.properties,
+                lambda model: add_pooling(model, self.pooling, config.normalize),
+                self.pad_token_id,
+            )
+        except (RuntimeError, ValueError) as error:
+            raise ServableLoadError(
+                f"{self.name}: cannot load the embeddings model: {error}"
+            ) from error
+        if self.vocab_size is None:  # ids past the vocabulary would fail a whole batch
+            self.vocab_size = len(self.tokenizer.raw.get_vocab_vector())
+        probe = self.model.run([EncodedInput(np.array([self.pad_token_id], dtype=np.int64))])
+        self.dimensions = int(probe.shape[1])
+
+    async def stop(self) -> None:
+        if self.batcher is not None:
+            await self.batcher.stop()
+            self.batcher = None
+        self.model = None
+        self.tokenizer = None
+
+    def tokenize(
+        self,
+        texts: Sequence[str],
+        *,
+        add_special_tokens: bool = True,
+        max_length: int | None = None,
+    ) -> list[list[int]]:
+        """Token ids per text, as the embedding model sees them (for /v3/tokenize)."""
+        if self.tokenizer is None:
+            raise ServableNotReady(f"Model {self.name} is not loaded")
+        rows = self.tokenizer.encode(
+            texts, add_special_tokens=add_special_tokens, max_length=max_length
+        )
+        return [row.tolist() for row in rows]
+
+    def _rows_from_texts(self, texts: Sequence[str]) -> list[EncodedInput]:
+        assert self.tokenizer is not None
+        limit = self.context if self.config.truncate else None
+        rows = self.tokenizer.encode(texts, max_length=limit)
+        return [EncodedInput(row) for row in rows]
+
+    def _rows_from_ids(self, token_ids: Sequence[Sequence[int]]) -> list[EncodedInput]:
+        rows = []
+        for index, ids in enumerate(token_ids):
+            try:
+                array = np.asarray(ids, dtype=np.int64)
+            except OverflowError:  # past int64: out of the vocabulary too
+                array = np.array([-1], dtype=np.int64)
+            if self.vocab_size is not None and (array.min() < 0 or array.max() >= self.vocab_size):
+                raise InvalidRequest(
+                    f"input[{index}] has a token id outside the vocabulary "
+                    f"(0..{self.vocab_size - 1})",
+                    param="input",
+                )
+            if self.config.truncate:
+                array = array[: self.context]
+            rows.append(EncodedInput(array))
+        return rows
+
+    def _check(self, rows: Sequence[EncodedInput]) -> None:
+        for index, row in enumerate(rows):
+            if len(row) == 0:
+                raise InvalidRequest(
+                    f"input[{index}] has no tokens; nothing to embed", param="input"
+                )
+            if len(row) > self.context:
+                raise InvalidRequest(
+                    f"input[{index}] has {len(row)} tokens, more than the model's context of "
+                    f"{self.context} tokens (shorten or split it, or serve the model with "
+                    "truncate: true)",
+                    param="input",
+                )
+
+    async def embed(
+        self,
+        texts: Sequence[str] | None = None,
+        token_ids: Sequence[Sequence[int]] | None = None,
+    ) -> Embeddings:
+        """One vector per input (pooled, normalised if configured), and the tokens used."""
+        batcher = self.batcher
+        if batcher is None or self.tokenizer is None:
+            raise ServableNotReady(f"Model {self.name} is not loaded")
+        started = time.perf_counter()
+        if texts is not None:
+            rows = await asyncio.to_thread(self._rows_from_texts, texts)
+        else:
+            rows = self._rows_from_ids(token_ids or [])
+        self._check(rows)
+        tokens = sum(len(row) for row in rows)
+        logger.debug("%s: embedding %d inputs, %d tokens", self.name, len(rows), tokens)
+        vectors = await batcher.submit(rows)
+        stats = self.stats
+        stats.requests += 1
+        stats.inputs += len(rows)
+        stats.tokens += tokens
+        stats.request_seconds.observe(time.perf_counter() - started)
+        return Embeddings(np.stack(vectors).astype(np.float32, copy=False), tokens)

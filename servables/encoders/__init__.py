@@ -1,0 +1,1 @@
+"""Encoder models (embeddings, cross-encoders): model files, tokenizer, model, dynamic batching."""

@@ -1,0 +1,126 @@
+"""What an encoder model directory says about itself, read the way OVMS reads it.
+
+An embeddings or rerank directory is what `optimum-cli export openvino` (or OVMS's
+export_model.py) writes: `openvino_model.xml/.bin`, `openvino_tokenizer.xml/.bin`, the Hugging
+Face `config.json` and `tokenizer_config.json`, and for sentence-transformers models
+`1_Pooling/config.json`. The context length comes from config.json with OVMS's field list; the
+pooling mode a sentence-transformers model was trained with from its pooling config, so a graph
+that does not name one still pools as the model expects.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from servables.errors import ServableLoadError
+
+logger = logging.getLogger(__name__)
+
+MODEL_FILE = "openvino_model.xml"
+TOKENIZER_FILE = "openvino_tokenizer.xml"
+MAX_LENGTH_FIELDS = (
+    "max_position_embeddings",
+    "n_positions",
+    "seq_len",
+    "seq_length",
+    "n_ctx",
+    "sliding_window",
+)
+POOLING_CONFIG = Path("1_Pooling") / "config.json"
+# sentence-transformers pooling flags → OVMS's pooling names (the modes OVMS supports).
+POOLING_FLAGS = {
+    "pooling_mode_cls_token": "CLS",
+    "pooling_mode_mean_tokens": "MEAN",
+    "pooling_mode_lasttoken": "LAST",
+}
+UNSUPPORTED_POOLING_FLAGS = (
+    "pooling_mode_max_tokens",
+    "pooling_mode_mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens",
+)
+
+
+def resolve_model_dir(models_path: str, graph_dir: Path, what: str) -> Path:
+    """OVMS rule: relative to the graph's directory; must hold the model and tokenizer IRs."""
+    if not models_path:
+        raise ServableLoadError(f"{what} node models_path is empty", param="models_path")
+    path = Path(models_path)
+    if not path.is_absolute():
+        path = graph_dir / path
+    path = path.resolve()
+    if not path.is_dir():
+        raise ServableLoadError(
+            f"{what} node models_path: {path} is not a directory", param="models_path"
+        )
+    for name in (MODEL_FILE, TOKENIZER_FILE):
+        if not (path / name).is_file():
+            raise ServableLoadError(
+                f"{what} node models_path: {path} has no {name} (export the model with "
+                "`graphrt export` or OVMS's export_model.py)",
+                param="models_path",
+            )
+    return path
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from `path`, or {} when it is missing or unreadable (logged)."""
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        logger.warning("cannot read %s: %s", path, error)
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def model_config(path: Path) -> dict[str, Any]:
+    return read_json(path / "config.json")
+
+
+def max_model_length(config: dict[str, Any]) -> int | None:
+    """The context length from config.json, with OVMS's field list and order."""
+    for field in MAX_LENGTH_FIELDS:
+        value = config.get(field)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def detect_pooling(path: Path) -> str | None:
+    """CLS, MEAN or LAST from a sentence-transformers pooling config; None if absent/unclear."""
+    pooling_path = path / POOLING_CONFIG
+    config = read_json(pooling_path)
+    if not config:
+        return None
+    for flag in UNSUPPORTED_POOLING_FLAGS:
+        if config.get(flag) is True:
+            logger.warning(
+                "%s asks for %s, which is not supported (only CLS, MEAN and LAST)",
+                pooling_path,
+                flag,
+            )
+            return None
+    found = [mode for flag, mode in POOLING_FLAGS.items() if config.get(flag) is True]
+    if len(found) != 1:
+        logger.warning("%s names %d pooling modes; expected exactly one", pooling_path, len(found))
+        return None
+    return found[0]
+
+
+def parse_plugin_config(text: str) -> dict[str, Any]:
+    """plugin_config (a JSON object of OpenVINO properties) as a dict."""
+    if not text.strip():
+        return {}
+    try:
+        parsed = json.loads(text)
+    except ValueError as error:
+        raise ServableLoadError(
+            f"plugin_config is not valid JSON: {error}", param="plugin_config"
+        ) from error
+    if not isinstance(parsed, dict):
+        raise ServableLoadError("plugin_config must be a JSON object", param="plugin_config")
+    return parsed

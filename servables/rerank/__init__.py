@@ -1,0 +1,1 @@
+"""Cohere-style rerank: request/response, pair layout and the batched rerank servable."""
