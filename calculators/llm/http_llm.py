@@ -42,6 +42,8 @@ from graphruntime import Calculator, CalculatorContext, CalculatorContract, regi
 from graphruntime._proto.stream_handler_options_pb2 import SyncSetInputStreamHandlerOptions
 from graphruntime.resources import ResourceFactory
 from servables.errors import InvalidRequest, ServableError
+from servables.llm.output_parsers import ParsedDelta, ToolCall
+from servables.llm.output_parsers.base import assemble
 from servables.llm.servable import GenerationEvent, LLMServable
 from servables.openai.protocol import Endpoint, GenerationRequest, parse_request
 from servables.openai.responses import (
@@ -157,7 +159,7 @@ class HttpLLMCalculator(Calculator):
 
     async def _unary(self) -> bytes:
         assert self.events is not None and self.builder is not None and self.request is not None
-        texts: dict[int, list[str]] = {}
+        parts: dict[int, list[ParsedDelta]] = {}
         logprobs: dict[int, list[TokenLogprob]] = {}
         reasons: dict[int, str] = {}
         prefix = ""
@@ -165,7 +167,9 @@ class HttpLLMCalculator(Calculator):
         async for event in self.events:
             for update in event.updates:
                 prefix = prefix or update.prefix
-                texts.setdefault(update.index, []).append(update.text)
+                parts.setdefault(update.index, []).append(
+                    ParsedDelta(update.text, update.reasoning, update.tool_calls)
+                )
                 if update.logprobs:
                     logprobs.setdefault(update.index, []).extend(update.logprobs)
                 if update.finish_reason:
@@ -173,15 +177,21 @@ class HttpLLMCalculator(Calculator):
             usage = event.usage or usage
         assert usage is not None
         want_logprobs = self.request.sampling.logprobs
-        choices = [
-            Choice(
-                index,
-                "".join(texts.get(index, [])),
-                reasons.get(index, "stop"),
-                logprobs.get(index, []) if want_logprobs else None,
+        choices = []
+        for index in range(self.request.sampling.n):
+            parsed = assemble(parts.get(index, []))
+            calls: list[ToolCall] = parsed.tool_calls
+            choices.append(
+                Choice(
+                    index,
+                    # OpenAI: content is null only when the reply is tool calls alone.
+                    parsed.content if parsed.content is not None or calls else "",
+                    reasons.get(index, "stop"),
+                    logprobs.get(index, []) if want_logprobs else None,
+                    parsed.reasoning,
+                    calls,
+                )
             )
-            for index in range(self.request.sampling.n)
-        ]
         return dumps(self.builder.unary(choices, usage, prefix)).encode()
 
     async def _stream_step(self, cc: CalculatorContext) -> None:
@@ -218,7 +228,14 @@ class HttpLLMCalculator(Calculator):
             if builder.endpoint == "chat" and update.index not in self.announced:
                 self.announced.add(update.index)
                 frames.append(sse_frame(builder.role_chunk(update.index)))
-            if update.text or update.prefix or update.finish_reason or update.logprobs:
+            if (
+                update.text
+                or update.prefix
+                or update.finish_reason
+                or update.logprobs
+                or update.reasoning
+                or update.tool_calls
+            ):
                 frames.append(
                     sse_frame(
                         builder.delta_chunk(
@@ -227,6 +244,8 @@ class HttpLLMCalculator(Calculator):
                             update.logprobs,
                             update.finish_reason,
                             prefix=update.prefix,
+                            reasoning=update.reasoning,
+                            tool_calls=update.tool_calls,
                         )
                     )
                 )

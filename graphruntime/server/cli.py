@@ -143,6 +143,24 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         "--max_tokens_limit", type=int, help="upper limit for a request's max_tokens"
     )
     serve.add_argument(
+        "--tool_parser",
+        help="tool-call parser (hermes3, llama3, mistral, phi4, qwen3coder, gptoss, ...); "
+        "default: detected from the chat template; none: off",
+    )
+    serve.add_argument(
+        "--reasoning_parser",
+        help="reasoning parser (qwen3, gptoss); default: detected from the chat template; "
+        "none: off",
+    )
+    serve.add_argument(
+        "--enable_tool_guided_generation",
+        type=_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="constrain tool calls to the tools' schemas with the parser's grammar",
+    )
+    serve.add_argument(
         "--file_system_poll_wait_seconds",
         type=float,
         default=1.0,
@@ -230,6 +248,9 @@ def settings_from(args: argparse.Namespace) -> ServerSettings:
         plugin_config=args.plugin_config,
         draft_source_model=args.draft_source_model,
         max_tokens_limit=args.max_tokens_limit,
+        tool_parser=args.tool_parser,
+        reasoning_parser=args.reasoning_parser,
+        enable_tool_guided_generation=args.enable_tool_guided_generation,
     )
 
 

@@ -41,3 +41,6 @@ class ServerSettings:
     plugin_config: str | None = None
     draft_source_model: str | None = None
     max_tokens_limit: int | None = None
+    tool_parser: str | None = None
+    reasoning_parser: str | None = None
+    enable_tool_guided_generation: bool = False
