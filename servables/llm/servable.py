@@ -57,6 +57,7 @@ from servables.media.sources import MediaPolicy, load_images
 from servables.openai.protocol import GenerationRequest, Limits
 from servables.openai.responses import TokenLogprob, Usage
 from servables.openai.structured_output import OutputConstraint
+from servables.openai.tokenize import TokenizeRequest, encode
 from servables.openai.tools import ForcedCallParser, forced_call_constraint
 
 logger = logging.getLogger(__name__)
@@ -334,6 +335,14 @@ class LLMServable:
     def _decode_many(self, windows: list[list[int]], skip_special: bool) -> list[str]:
         texts: list[str] = self.tokenizer.decode(windows, skip_special_tokens=skip_special)
         return texts
+
+    def tokenize(self, request: TokenizeRequest) -> list[list[int]]:
+        """`/v3/tokenize`: the servable's own tokenizer, as the engine uses it."""
+        if not self.available:
+            raise ServableNotReady(
+                f"Model {self.name} is not available: {self.error or self.state.value}"
+            )
+        return encode(self.tokenizer, request)
 
     def _encode(self, text: str, add_special_tokens: bool) -> list[int]:
         encoded = self.tokenizer.encode(text, add_special_tokens=add_special_tokens)
