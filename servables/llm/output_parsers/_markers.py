@@ -26,8 +26,13 @@ def partial_marker_length(text: str, markers: Iterable[str]) -> int:
     """
     longest = 0
     for marker in markers:
-        for size in range(min(len(marker) - 1, len(text)), longest, -1):
-            if text.endswith(marker[:size]):
-                longest = size
+        first = marker[0]
+        # Candidates start with the marker's first character, late enough to be a proper prefix;
+        # the earliest one that fits is the longest.
+        position = text.find(first, max(0, len(text) - len(marker) + 1))
+        while position >= 0 and len(text) - position > longest:
+            if marker.startswith(text[position:]):
+                longest = len(text) - position
                 break
+            position = text.find(first, position + 1)
     return longest

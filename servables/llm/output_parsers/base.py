@@ -33,9 +33,13 @@ class OutputParser(ABC):
     def finish(self) -> ParsedDelta:
         """Generation ended (any finish reason): release everything still held.
 
-        An unterminated tool call is emitted if its arguments are complete or repairable JSON;
-        otherwise its raw text becomes content, so no generated text is ever lost. Text inside an
-        unterminated reasoning block stays reasoning. The parser must not be fed afterwards.
+        Call it for every finish reason (stop, length, abort) before sending the last chunk.
+        A call cut off after its name was reported is closed: its arguments are completed into
+        valid JSON by appending (a cut string is closed, a half-written key dropped), so the
+        streamed fragments stay valid. A body cut off before a call could be reported (no name
+        yet, or a pythonic list, which is only reported whole) becomes content, markers
+        included unless they are special tokens, so no generated text is lost. Text inside an
+        unterminated reasoning block stays reasoning. Do not feed the parser afterwards.
         """
 
     def parse(self, text: str) -> ParsedOutput:

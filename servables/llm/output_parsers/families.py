@@ -101,7 +101,7 @@ _LLAMA3_SPECIAL = (
     "<|header_start|>",
     "<|header_end|>",
 )
-_MISTRAL_SPECIAL = ("</s>", "<s>", "[/INST]", "[INST]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]")
+_MISTRAL_SPECIAL = ("</s>", "[/INST]", "[INST]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]")
 
 TOOL_FAMILIES: dict[str, ToolFamily] = {
     family.name: family

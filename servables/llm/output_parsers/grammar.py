@@ -106,16 +106,23 @@ _BUILDERS: dict[
 
 
 def tool_call_structural_tag(
-    tool_parser: str, tools: Sequence[Mapping[str, Any]], *, require_call: bool
+    tool_parser: str,
+    tools: Sequence[Mapping[str, Any]],
+    *,
+    require_call: bool,
+    single_call: bool = False,
 ) -> dict[str, Any] | None:
     """The structural-tag document for `tools` in `tool_parser`'s format, or None.
 
     Returns `{"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": [...],
-    "tags": [...], "at_least_one": require_call, "stop_after_first": False}}`; pass
+    "tags": [...], "at_least_one": require_call, "stop_after_first": single_call}}`; pass
     `json.dumps(...)` as `StructuredOutputConfig.structural_tags_config`. `require_call` forces
     at least one call (tool_choice "required" or a named function: pass only that tool). None for
     families without a grammar, and when `tools` is empty. Output generated under it parses with
     the same family's parser.
+
+    `single_call` (`parallel_tool_calls: false`) sets `stop_after_first`: generation ends with
+    the first call.
     """
     validate_parser_names(tool_parser, None)
     builder = _BUILDERS.get(tool_parser)
@@ -130,6 +137,6 @@ def tool_call_structural_tag(
             "triggers": triggers,
             "tags": tags,
             "at_least_one": require_call,
-            "stop_after_first": False,
+            "stop_after_first": single_call,
         },
     }

@@ -1,0 +1,125 @@
+"""Tool-call grammars: their shape, and on the real engine that they make even SmolLM2-135M
+write a call that the same family's parser reads and whose arguments satisfy the schema.
+
+The engine test batches one request per grammar-bearing family through one
+ContinuousBatchingPipeline (greedy, at most 64 new tokens), so it costs one model load and one
+short batched generation.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from servables.llm.output_parsers import (
+    ParserConfigError,
+    make_output_parser,
+    tool_call_structural_tag,
+)
+
+UNIT_TOOL: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string", "enum": ["Paris", "Rome"]},
+                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                },
+                "required": ["city", "unit"],
+                "additionalProperties": False,
+            },
+        },
+    }
+]
+GRAMMAR_FAMILIES = ["hermes3", "llama3", "mistral", "devstral", "phi4"]
+
+
+@pytest.mark.parametrize("family", GRAMMAR_FAMILIES)
+@pytest.mark.parametrize("require_call", [True, False])
+def test_the_document_is_xgrammar_triggered_tags(family: str, require_call: bool) -> None:
+    document = tool_call_structural_tag(family, UNIT_TOOL, require_call=require_call)
+    assert document is not None
+    assert document["type"] == "structural_tag"
+    tags = document["format"]
+    assert tags["type"] == "triggered_tags"
+    assert tags["at_least_one"] is require_call
+    assert tags["stop_after_first"] is False
+    for tag in tags["tags"]:
+        assert any(tag["begin"].startswith(trigger) for trigger in tags["triggers"])
+        assert tag["content"]["type"] == "json_schema"
+
+
+def test_one_tag_per_tool_carrying_its_schema() -> None:
+    tools = [
+        {"type": "function", "function": {"name": "a", "parameters": {"type": "object"}}},
+        {"type": "function", "name": "b"},  # Responses API form, no parameters
+    ]
+    document = tool_call_structural_tag("hermes3", tools, require_call=False)
+    assert document is not None
+    assert [
+        (tag["begin"], tag["content"]["json_schema"]) for tag in document["format"]["tags"]
+    ] == [
+        ('<tool_call>\n{"name": "a", "arguments": ', {"type": "object"}),
+        ('<tool_call>\n{"name": "b", "arguments": ', {"type": "object"}),
+    ]
+
+
+@pytest.mark.parametrize("family", ["qwen3coder", "gptoss"])
+def test_families_without_a_grammar(family: str) -> None:
+    assert tool_call_structural_tag(family, UNIT_TOOL, require_call=True) is None
+
+
+def test_a_single_call_stops_after_the_first_tag() -> None:
+    document = tool_call_structural_tag("hermes3", UNIT_TOOL, require_call=True, single_call=True)
+    assert document is not None
+    assert document["format"]["stop_after_first"] is True
+
+
+def test_no_tools_no_grammar_and_unknown_families_are_refused() -> None:
+    assert tool_call_structural_tag("hermes3", [], require_call=True) is None
+    with pytest.raises(ParserConfigError):
+        tool_call_structural_tag("hermes", UNIT_TOOL, require_call=True)
+
+
+@pytest.mark.e2e
+def test_each_grammar_makes_smollm2_write_a_valid_call_its_parser_reads(
+    smollm2_gguf: Path,
+) -> None:
+    genai: Any = importlib.import_module("openvino_genai")
+    scheduler = genai.SchedulerConfig()
+    scheduler.cache_size = 1
+    pipeline = genai.ContinuousBatchingPipeline(str(smollm2_gguf), scheduler, "CPU", {})
+    tokenizer = pipeline.get_tokenizer()
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "What is the weather in Paris?"}], add_generation_prompt=True
+    )
+    configs = []
+    for family in GRAMMAR_FAMILIES:
+        document = tool_call_structural_tag(family, UNIT_TOOL, require_call=True)
+        structured = genai.StructuredOutputConfig()
+        structured.structural_tags_config = json.dumps(document)
+        config = genai.GenerationConfig()
+        config.max_new_tokens = 64
+        config.do_sample = False
+        config.structured_output_config = structured
+        config.validate()
+        configs.append(config)
+    ids = tokenizer.encode(prompt, add_special_tokens=False).input_ids
+    results = pipeline.generate([ids] * len(configs), configs)
+    schema = UNIT_TOOL[0]["function"]["parameters"]
+    for family, result in zip(GRAMMAR_FAMILIES, results, strict=True):
+        generated = [int(token) for token in result.m_generation_ids[0]]
+        parser = make_output_parser(family, None, tools=UNIT_TOOL)
+        assert parser is not None
+        text = tokenizer.decode(generated, skip_special_tokens=not parser.keep_special_tokens)
+        output = parser.parse(text)
+        assert [call.name for call in output.tool_calls][:1] == ["get_weather"], (family, text)
+        jsonschema.validate(json.loads(output.tool_calls[0].arguments), schema)
