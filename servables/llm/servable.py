@@ -434,7 +434,7 @@ class LLMServable:
         reasoning_parser = self.reasoning_parser
         guided = self.config.enable_tool_guided_generation
         if tools and tool_parser and constraint is None and guided:
-            constraint = self._tool_guidance(tool_parser, tools)
+            constraint = self._tool_guidance(tool_parser, tools, request.parallel_tool_calls)
         starts = reasoning_parser is not None and prompt_opens_reasoning(
             prompt_text, reasoning_parser
         )
@@ -450,11 +450,13 @@ class LLMServable:
         return OutputPlan(constraint, make_parser, probe.keep_special_tokens)
 
     def _tool_guidance(
-        self, tool_parser: str, tools: list[dict[str, Any]]
+        self, tool_parser: str, tools: list[dict[str, Any]], parallel: bool
     ) -> OutputConstraint | None:
         for index, tool in enumerate(tools):
             check_json_schema(tool["function"]["parameters"], f"tools[{index}].function.parameters")
-        tag = tool_call_structural_tag(tool_parser, tools, require_call=False)
+        tag = tool_call_structural_tag(
+            tool_parser, tools, require_call=False, single_call=not parallel
+        )
         if tag is None:
             return None
         return OutputConstraint("structural_tags_config", json.dumps(tag), "tools")
