@@ -478,12 +478,14 @@ def test_hermes3_calls_are_parsed_unary_and_streaming(parsing_server: Server) ->
     # The regex makes the model write Hermes markup; the parser must return it as a tool call.
     fields = {"guided_regex": re.escape(HERMES_CALL)}
     with parsing_server.client() as sdk:
-        reply = sdk.chat.completions.create(
+        reply = sdk.chat.completions.create(  # n=2: a parser per choice; logprobs still work
             model="smollm2",
             messages=ASK_WEATHER,  # type: ignore[arg-type]
             tools=TOOLS,  # type: ignore[arg-type]
             max_tokens=120,
             extra_body=fields,
+            n=2,
+            logprobs=True,
         )
         stream = sdk.chat.completions.create(
             model="smollm2",
@@ -494,11 +496,17 @@ def test_hermes3_calls_are_parsed_unary_and_streaming(parsing_server: Server) ->
             stream=True,
         )
         pieces = [c.choices[0] for c in stream if c.choices]
-    choice = reply.choices[0]
-    assert choice.message.content is None and choice.finish_reason == "tool_calls"
-    (call,) = choice.message.tool_calls or []
-    assert call.function.name == "get_weather"  # type: ignore[union-attr]
-    assert json.loads(call.function.arguments) == {"city": "Paris", "unit": "celsius"}  # type: ignore[union-attr]
+    assert len(reply.choices) == 2
+    for choice in reply.choices:
+        assert choice.message.content is None and choice.finish_reason == "tool_calls"
+        (call,) = choice.message.tool_calls or []
+        assert call.function.name == "get_weather"  # type: ignore[union-attr]
+        assert json.loads(call.function.arguments) == {"city": "Paris", "unit": "celsius"}  # type: ignore[union-attr]
+        assert choice.logprobs is not None and choice.logprobs.content
+    assert reply.usage is not None
+    assert reply.usage.completion_tokens == sum(
+        len(choice.logprobs.content or []) for choice in reply.choices if choice.logprobs
+    )
     assert not any(p.delta.content for p in pieces)  # markup never leaks into content
     deltas = [d for p in pieces for d in p.delta.tool_calls or []]
     arguments = "".join(d.function.arguments or "" for d in deltas if d.function)

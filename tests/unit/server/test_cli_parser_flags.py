@@ -1,4 +1,5 @@
-"""--tool_parser, --reasoning_parser and --enable_tool_guided_generation reach the generated graph."""
+"""The parser flags (--tool_parser, --reasoning_parser, --enable_tool_guided_generation) reach
+the generated graph."""
 
 from __future__ import annotations
 
