@@ -39,6 +39,8 @@ ROOT_SCHEMAS = (
     "ErrorResponse",
     "ListModelsResponse",
     "Model",
+    "Response",
+    "ResponseStreamEvent",
 )
 REF_PREFIX = "#/components/schemas/"
 # Keywords whose value is a map of names to schemas (the names must not be transformed).

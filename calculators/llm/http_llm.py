@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from calculators.llm.llm_calculator_pb2 import LLMCalculatorOptions
 from calculators.llm.media import MEDIA_POLICY
@@ -42,6 +42,8 @@ from graphruntime import Calculator, CalculatorContext, CalculatorContract, regi
 from graphruntime._proto.stream_handler_options_pb2 import SyncSetInputStreamHandlerOptions
 from graphruntime.resources import ResourceFactory
 from servables.errors import InvalidRequest, ServableError
+from servables.llm.output_parsers import ParsedDelta, ToolCall
+from servables.llm.output_parsers.base import assemble
 from servables.llm.servable import GenerationEvent, LLMServable
 from servables.openai.protocol import Endpoint, GenerationRequest, parse_request
 from servables.openai.responses import (
@@ -53,6 +55,15 @@ from servables.openai.responses import (
     error_body,
     sse_frame,
 )
+from servables.openai.responses_api import (
+    ResponseEnvelope,
+    ResponsesStream,
+    parse_responses_request,
+    response_object,
+    sse_event,
+    unary_output,
+)
+from servables.openai.tokenize import parse_tokenize_request, tokenize_body
 
 logger = logging.getLogger(__name__)
 
@@ -63,15 +74,31 @@ RESOURCES = "LLM_NODE_RESOURCES"
 EXECUTION_CONTEXTS = "LLM_NODE_EXECUTION_CONTEXTS"
 
 
-def endpoint_of(uri: str) -> Endpoint:
+Route = Literal["chat", "completions", "responses", "tokenize"]
+
+
+def route_of(uri: str) -> Route:
+    """What the request asks for, from its URI (OVMS's HttpLLMCalculator dispatches the same)."""
     path = uri.split("?", 1)[0].rstrip("/")
     if path.endswith("/chat/completions"):
         return "chat"
     if path.endswith("/completions"):
         return "completions"
+    if path.endswith("/responses"):
+        return "responses"
+    if path.endswith("/tokenize"):
+        return "tokenize"
     raise InvalidRequest(
-        "Wrong endpoint. Allowed endpoints: /v3/chat/completions, /v3/completions (also under /v1/)"
+        "Wrong endpoint. Allowed endpoints: /v3/chat/completions, /v3/completions, "
+        "/v3/responses, /v3/tokenize (also under /v1/)"
     )
+
+
+def endpoint_of(uri: str) -> Endpoint:
+    route = route_of(uri)
+    if route not in ("chat", "completions"):
+        raise InvalidRequest(f"{uri} is not a chat/completions endpoint")
+    return route
 
 
 def request_body(payload: HttpPayload) -> Any:
@@ -121,6 +148,9 @@ class HttpLLMCalculator(Calculator):
         self.request: GenerationRequest | None = None
         self.payload: HttpPayload | None = None
         self.announced: set[int] = set()
+        # Responses API requests: the Response envelope, and the event stream when streaming.
+        self.envelope: ResponseEnvelope | None = None
+        self.responses: ResponsesStream | None = None
 
     def _emit(self, cc: CalculatorContext, data: bytes, more: bool) -> None:
         cc.outputs[RESPONSE].add(data, self.timestamp)
@@ -136,8 +166,23 @@ class HttpLLMCalculator(Calculator):
             await self._stream_step(cc)
 
     async def _start(self, cc: CalculatorContext, payload: HttpPayload) -> None:
-        endpoint = endpoint_of(payload.uri)
-        request = parse_request(request_body(payload), endpoint, self.servable.limits)
+        route = route_of(payload.uri)
+        if route == "tokenize":
+            tokenize = parse_tokenize_request(request_body(payload))
+            tokens = self.servable.tokenize(tokenize)
+            self._emit(cc, dumps(tokenize_body(tokenize, tokens)).encode(), more=False)
+            return
+        if route == "responses":
+            parsed = parse_responses_request(request_body(payload), self.servable.limits)
+            request = parsed.generation
+            request.ignored_fields = parsed.ignored_fields
+            self.envelope = ResponseEnvelope(request.model, parsed.echo)
+            if request.stream:
+                self.responses = ResponsesStream(self.envelope)
+            endpoint: Endpoint = "chat"
+        else:
+            endpoint = endpoint_of(payload.uri)
+            request = parse_request(request_body(payload), endpoint, self.servable.limits)
         if request.ignored_fields:
             logger.debug("ignoring request fields: %s", ", ".join(request.ignored_fields))
         self.payload = payload
@@ -157,7 +202,7 @@ class HttpLLMCalculator(Calculator):
 
     async def _unary(self) -> bytes:
         assert self.events is not None and self.builder is not None and self.request is not None
-        texts: dict[int, list[str]] = {}
+        parts: dict[int, list[ParsedDelta]] = {}
         logprobs: dict[int, list[TokenLogprob]] = {}
         reasons: dict[int, str] = {}
         prefix = ""
@@ -165,23 +210,42 @@ class HttpLLMCalculator(Calculator):
         async for event in self.events:
             for update in event.updates:
                 prefix = prefix or update.prefix
-                texts.setdefault(update.index, []).append(update.text)
+                parts.setdefault(update.index, []).append(
+                    ParsedDelta(update.text, update.reasoning, update.tool_calls)
+                )
                 if update.logprobs:
                     logprobs.setdefault(update.index, []).extend(update.logprobs)
                 if update.finish_reason:
                     reasons[update.index] = update.finish_reason
             usage = event.usage or usage
         assert usage is not None
-        want_logprobs = self.request.sampling.logprobs
-        choices = [
-            Choice(
-                index,
-                "".join(texts.get(index, [])),
-                reasons.get(index, "stop"),
-                logprobs.get(index, []) if want_logprobs else None,
+        if self.envelope is not None:  # Responses API: one choice, as output items
+            parsed = assemble(parts.get(0, []))
+            incomplete = reasons.get(0) == "length"
+            body = response_object(
+                self.envelope,
+                "incomplete" if incomplete else "completed",
+                unary_output(parsed, incomplete),
+                usage,
+                incomplete=incomplete,
             )
-            for index in range(self.request.sampling.n)
-        ]
+            return dumps(body).encode()
+        want_logprobs = self.request.sampling.logprobs
+        choices = []
+        for index in range(self.request.sampling.n):
+            parsed = assemble(parts.get(index, []))
+            calls: list[ToolCall] = parsed.tool_calls
+            choices.append(
+                Choice(
+                    index,
+                    # OpenAI: content is null only when the reply is tool calls alone.
+                    parsed.content if parsed.content is not None or calls else "",
+                    reasons.get(index, "stop"),
+                    logprobs.get(index, []) if want_logprobs else None,
+                    parsed.reasoning,
+                    calls,
+                )
+            )
         return dumps(self.builder.unary(choices, usage, prefix)).encode()
 
     async def _stream_step(self, cc: CalculatorContext) -> None:
@@ -198,6 +262,12 @@ class HttpLLMCalculator(Calculator):
         except ServableError as error:
             if self.timestamp == 0:
                 raise  # nothing sent yet: the server answers with a proper error status
+            if self.responses is not None:
+                code = "invalid_prompt" if isinstance(error, InvalidRequest) else "server_error"
+                failed = self.responses.fail(error.message, code)
+                self._emit(cc, b"".join(map(sse_event, failed)) + SSE_DONE, more=False)
+                await self._abandon()
+                return
             body = error_body(
                 error.message,
                 "server_error"
@@ -210,7 +280,20 @@ class HttpLLMCalculator(Calculator):
             return
         self._emit(cc, self._frames(event), more=event.usage is None)
 
+    def _response_frames(self, event: GenerationEvent, stream: ResponsesStream) -> bytes:
+        events = stream.start() if self.timestamp == 0 else []
+        for update in event.updates:
+            events += stream.update(update.text, update.reasoning, update.tool_calls)
+        frames = b"".join(map(sse_event, events))
+        if event.usage is not None:
+            reason = next((u.finish_reason for u in event.updates if u.finish_reason), "stop")
+            frames += b"".join(map(sse_event, stream.finish(reason or "stop", event.usage)))
+            frames += SSE_DONE
+        return frames
+
     def _frames(self, event: GenerationEvent) -> bytes:
+        if self.responses is not None:
+            return self._response_frames(event, self.responses)
         builder = self.builder
         assert builder is not None
         frames: list[bytes] = []
@@ -218,7 +301,14 @@ class HttpLLMCalculator(Calculator):
             if builder.endpoint == "chat" and update.index not in self.announced:
                 self.announced.add(update.index)
                 frames.append(sse_frame(builder.role_chunk(update.index)))
-            if update.text or update.prefix or update.finish_reason or update.logprobs:
+            if (
+                update.text
+                or update.prefix
+                or update.finish_reason
+                or update.logprobs
+                or update.reasoning
+                or update.tool_calls
+            ):
                 frames.append(
                     sse_frame(
                         builder.delta_chunk(
@@ -227,6 +317,8 @@ class HttpLLMCalculator(Calculator):
                             update.logprobs,
                             update.finish_reason,
                             prefix=update.prefix,
+                            reasoning=update.reasoning,
+                            tool_calls=update.tool_calls,
                         )
                     )
                 )

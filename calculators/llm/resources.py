@@ -15,16 +15,12 @@ from calculators.llm.llm_calculator_pb2 import LLMCalculatorOptions
 from graphruntime.validation import NodeSpec, ValidatedGraph
 from servables.errors import ServableLoadError
 from servables.llm.model_files import PipelineType, resolve_models_path
+from servables.llm.output_parsers import validate_parser_names
 from servables.llm.servable import LLMServable, LLMServableConfig
 
 logger = logging.getLogger(__name__)
 
-UNIMPLEMENTED_OPTIONS = (
-    "tool_parser",
-    "reasoning_parser",
-    "enable_tool_guided_generation",
-    "chat_template_mode",
-)
+UNIMPLEMENTED_OPTIONS = ("chat_template_mode",)
 DRAFT_OPTIONS = (
     "draft_device",
     "draft_max_num_batched_tokens",
@@ -150,6 +146,15 @@ def servable_config(
             logger.warning(
                 "%s: option %s is accepted but not implemented by graphrt yet", name, option
             )
+    tool_parser = options.tool_parser or None if options.HasField("tool_parser") else None
+    reasoning_parser = (
+        options.reasoning_parser or None if options.HasField("reasoning_parser") else None
+    )
+    # Names given explicitly are checked now, so a typo fails the load, not every request.
+    validate_parser_names(
+        None if tool_parser in (None, "none") else tool_parser,
+        None if reasoning_parser in (None, "none") else reasoning_parser,
+    )
     return LLMServableConfig(
         name=name,
         models_path=models_path,
@@ -161,6 +166,9 @@ def servable_config(
         max_tokens_limit=options.max_tokens_limit if options.HasField("max_tokens_limit") else None,
         best_of_limit=options.best_of_limit,
         log_level=log_level,
+        tool_parser=tool_parser,
+        reasoning_parser=reasoning_parser,
+        enable_tool_guided_generation=options.enable_tool_guided_generation,
     )
 
 

@@ -198,6 +198,24 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         "--max_tokens_limit", type=int, help="upper limit for a request's max_tokens"
     )
     serve.add_argument(
+        "--tool_parser",
+        help="tool-call parser (hermes3, llama3, mistral, phi4, qwen3coder, gptoss, ...); "
+        "default: detected from the chat template; none: off",
+    )
+    serve.add_argument(
+        "--reasoning_parser",
+        help="reasoning parser (qwen3, gptoss); default: detected from the chat template; "
+        "none: off",
+    )
+    serve.add_argument(
+        "--enable_tool_guided_generation",
+        type=_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="constrain tool calls to the tools' schemas with the parser's grammar",
+    )
+    serve.add_argument(
         "--file_system_poll_wait_seconds",
         type=float,
         default=1.0,
@@ -339,6 +357,9 @@ def settings_from(args: argparse.Namespace) -> ServerSettings:
         normalize=args.normalize,
         truncate=args.truncate,
         max_allowed_chunks=args.max_allowed_chunks,
+        tool_parser=args.tool_parser,
+        reasoning_parser=args.reasoning_parser,
+        enable_tool_guided_generation=args.enable_tool_guided_generation,
     )
 
 

@@ -68,6 +68,7 @@ class TextGenerationSettings:
     best_of_limit: int | None = None
     reasoning_parser: str | None = None
     tool_parser: str | None = None
+    enable_tool_guided_generation: bool = False
     cache_interval_multiplier: int | None = None
 
 
@@ -100,6 +101,8 @@ def text_generation_graph(settings: TextGenerationSettings) -> str:
         lines.append(f"reasoning_parser: {_quote(settings.reasoning_parser)}")
     if settings.tool_parser:
         lines.append(f"tool_parser: {_quote(settings.tool_parser)}")
+    if settings.enable_tool_guided_generation:
+        lines.append("enable_tool_guided_generation: true")
     if settings.cache_interval_multiplier is not None:
         lines.append(f"cache_interval_multiplier: {settings.cache_interval_multiplier}")
     if not settings.dynamic_split_fuse:

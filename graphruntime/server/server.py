@@ -125,6 +125,9 @@ def single_model_definition(settings: ServerSettings, path: Path, name: str) -> 
             plugin_config=plugin_config,
             draft_models_path=settings.draft_source_model,
             max_tokens_limit=settings.max_tokens_limit,
+            tool_parser=settings.tool_parser,
+            reasoning_parser=settings.reasoning_parser,
+            enable_tool_guided_generation=settings.enable_tool_guided_generation,
         )
     )
     base = path if path.is_dir() else path.parent

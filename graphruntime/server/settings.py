@@ -55,3 +55,7 @@ class ServerSettings:
     normalize: bool = True
     truncate: bool = False
     max_allowed_chunks: int | None = None
+    # agents: output parsers
+    tool_parser: str | None = None
+    reasoning_parser: str | None = None
+    enable_tool_guided_generation: bool = False

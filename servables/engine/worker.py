@@ -156,6 +156,24 @@ def build_pipeline(spec: EngineSpec) -> Any:
     raise ValueError(f"unsupported pipeline type {spec.kind}")
 
 
+# StructuredOutputConfig fields, each given as text (a JSON schema / structural tag as JSON).
+STRUCTURED_OUTPUT_FIELDS = frozenset({"json_schema", "regex", "grammar", "structural_tags_config"})
+
+
+def structured_output_config(fields: dict[str, str]) -> Any:
+    """The engine's StructuredOutputConfig, built here because it does not pickle.
+
+    The frontend checked the grammar (servables/llm/grammar_check.py): one that fails to compile
+    inside a step would break the pipeline for every request.
+    """
+    import openvino_genai
+
+    unknown = set(fields) - STRUCTURED_OUTPUT_FIELDS
+    if unknown or len(fields) != 1:
+        raise ValueError(f"bad structured output fields {sorted(fields)}")
+    return openvino_genai.StructuredOutputConfig(**fields)
+
+
 def generation_config(pipeline: Any, fields: dict[str, Any]) -> Any:
     config = (
         pipeline.get_generation_config()
@@ -163,6 +181,9 @@ def generation_config(pipeline: Any, fields: dict[str, Any]) -> Any:
         else (pipeline.get_config())
     )
     for name, value in fields.items():
+        if name == "structured_output":
+            config.structured_output_config = structured_output_config(value)
+            continue
         if name not in CONFIG_FIELDS:
             raise ValueError(f"unknown generation config field {name}")
         if name in ("stop_strings", "stop_token_ids"):

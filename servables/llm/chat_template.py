@@ -125,6 +125,21 @@ def special_token(model_dir: Path | None, name: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _dict_arguments(call: Any) -> Any:
+    """A tool call whose JSON-string `arguments` are decoded to a dict (others untouched)."""
+    if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
+        return call
+    arguments = call["function"].get("arguments")
+    if isinstance(arguments, str):
+        try:
+            decoded = json.loads(arguments)
+        except ValueError:
+            return call
+        if isinstance(decoded, dict):
+            return {**call, "function": {**call["function"], "arguments": decoded}}
+    return call
+
+
 class ChatTemplate:
     """A compiled chat template; `render` produces the prompt text for a conversation."""
 
@@ -142,6 +157,57 @@ class ChatTemplate:
         self.source = source
         self.bos_token = bos_token
         self.eos_token = eos_token
+        self.arguments_as_dict = self._wants_dict_arguments()
+
+    def _wants_dict_arguments(self) -> bool:
+        """Dry-run the template on a tool call, as OVMS's ChatTemplateAnalyzer does.
+
+        OpenAI clients send a call's `arguments` as a JSON string, but many templates (Qwen,
+        Llama 3, Mistral) expect the dict HF's tool-use convention uses: they fail on a string,
+        iterate over it, or JSON-encode it a second time. If the string form fails or comes out
+        double-encoded while the dict form renders, arguments are given to this template as dicts.
+        """
+        probe_arguments = {"probe_argument": "probe_value"}
+
+        def render(arguments: Any) -> str | None:
+            call: dict[str, Any] = {
+                "id": "call_probe",
+                "type": "function",
+                "function": {"name": "probe_function", "arguments": arguments},
+            }
+            messages = [
+                {"role": "user", "content": "probe"},
+                {"role": "assistant", "content": "", "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "call_probe", "content": "probe result"},
+            ]
+            try:
+                return self._tool_template.render(
+                    messages=messages,
+                    tools=[{"type": "function", "function": {"name": "probe_function"}}],
+                    bos_token=self.bos_token,
+                    eos_token=self.eos_token,
+                    add_generation_prompt=True,
+                )
+            except Exception:  # any failure of the user's template means "not this form"
+                return None
+
+        as_string = render(json.dumps(probe_arguments))
+        as_dict = render(probe_arguments)
+        if as_dict is None or "probe_value" not in as_dict:
+            return False
+        return as_string is None or '\\"probe_argument\\"' in as_string
+
+    def _adapt(self, messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+        """Messages as this template expects them (tool-call arguments as dicts if it wants)."""
+        if not self.arguments_as_dict:
+            return list(messages)
+        adapted: list[Mapping[str, Any]] = []
+        for message in messages:
+            calls = message.get("tool_calls")
+            if isinstance(calls, list):
+                message = {**message, "tool_calls": [_dict_arguments(call) for call in calls]}
+            adapted.append(message)
+        return adapted
 
     def render(
         self,
@@ -152,7 +218,7 @@ class ChatTemplate:
         extra: Mapping[str, Any] | None = None,
     ) -> str:
         context: dict[str, Any] = {
-            "messages": list(messages),
+            "messages": self._adapt(messages),
             "bos_token": self.bos_token,
             "eos_token": self.eos_token,
             "add_generation_prompt": add_generation_prompt,

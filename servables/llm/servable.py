@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import json
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from servables.engine.messages import AddRequest, EngineSpec
 from servables.errors import InvalidRequest, ServableLoadError, ServableNotReady
 from servables.llm.chat_template import ChatTemplate, find_template, special_token
 from servables.llm.detokenizer import DecodeBatcher, IncrementalDetokenizer
+from servables.llm.grammar_check import check_json_schema
 from servables.llm.model_files import (
     PipelineType,
     generation_defaults,
@@ -42,10 +44,23 @@ from servables.llm.model_files import (
     max_model_length,
     vocabulary_size,
 )
+from servables.llm.output_parsers import (
+    OutputParser,
+    ParsedDelta,
+    ToolCallDelta,
+    detect_parsers,
+    make_output_parser,
+    prompt_opens_reasoning,
+    tool_call_structural_tag,
+    validate_parser_names,
+)
 from servables.media.images import ImageArray
 from servables.media.sources import MediaPolicy, load_images
 from servables.openai.protocol import GenerationRequest, Limits
 from servables.openai.responses import TokenLogprob, Usage
+from servables.openai.structured_output import OutputConstraint
+from servables.openai.tokenize import TokenizeRequest, encode
+from servables.openai.tools import ForcedCallParser, forced_call_constraint
 from servables.supervision import Supervisor
 
 logger = logging.getLogger(__name__)
@@ -98,15 +113,21 @@ class LLMServableConfig:
     max_tokens_limit: int | None = None
     best_of_limit: int = 20
     log_level: int = logging.INFO
+    # OVMS's parser options: None = detect from the chat template, "none" = off.
+    tool_parser: str | None = None
+    reasoning_parser: str | None = None
+    enable_tool_guided_generation: bool = False
 
 
 @dataclass
 class ChoiceUpdate:
     index: int
-    text: str
+    text: str  # content (with a parser: what it left of the text)
     logprobs: list[TokenLogprob] | None = None
     finish_reason: str | None = None
     prefix: str = ""  # the echoed prompt, on a choice's first update (completions with echo)
+    reasoning: str = ""
+    tool_calls: list[ToolCallDelta] = field(default_factory=list)
 
 
 @dataclass
@@ -124,6 +145,32 @@ class _Choice:
     tokens: int = 0
     finish_reason: str | None = None
     prefix: str = ""  # sent once, with the choice's first update
+    parser: OutputParser | None = None
+    max_calls: int | None = None  # 1 when parallel_tool_calls is false
+    calls: int = 0  # tool calls started so far
+
+    def parse(self, text: str, finished: bool) -> ParsedDelta:
+        """Run the parser over new text; drop calls beyond `max_calls`."""
+        assert self.parser is not None
+        parsed = self.parser.feed(text) if text else ParsedDelta()
+        if finished:
+            tail = self.parser.finish()
+            parsed.content += tail.content
+            parsed.reasoning += tail.reasoning
+            parsed.tool_calls += tail.tool_calls
+        if self.max_calls is not None:
+            parsed.tool_calls = [c for c in parsed.tool_calls if c.index < self.max_calls]
+        self.calls = max([self.calls, *(call.index + 1 for call in parsed.tool_calls)])
+        return parsed
+
+
+@dataclass(frozen=True)
+class OutputPlan:
+    """How a request's output is constrained and parsed (see LLMServable.output_plan)."""
+
+    constraint: OutputConstraint | None = None
+    make_parser: Callable[[], OutputParser | None] = lambda: None
+    keep_special_tokens: bool = False
 
 
 @dataclass
@@ -174,6 +221,9 @@ class LLMServable:
         self.vocabulary_size = vocabulary_size(config.models_path)
         self.batcher = DecodeBatcher(self._decode_many)
         self.template: ChatTemplate | None = None
+        # Resolved at load (detected from the template when the options leave them unset).
+        self.tool_parser: str | None = None
+        self.reasoning_parser: str | None = None
         self.request_listeners: list[Any] = []
         self._last_usage_log = -USAGE_LOG_SECONDS
         self._logged_busy = False
@@ -228,6 +278,28 @@ class LLMServable:
         eos = special_token(self._model_dir, "eos_token") or tokenizer.get_eos_token()
         self.template = ChatTemplate(source, bos, eos)
         self.tokenizer = tokenizer
+        self._resolve_parsers(source.tool_text or source.text)
+
+    def _resolve_parsers(self, template_text: str) -> None:
+        """OVMS's rule: a parser option left unset is detected from the chat template; "none"
+        turns it off."""
+        detected_tool, detected_reasoning = detect_parsers(template_text)
+        tool = self.config.tool_parser
+        reasoning = self.config.reasoning_parser
+        self.tool_parser = detected_tool if tool is None else (None if tool == "none" else tool)
+        self.reasoning_parser = (
+            detected_reasoning
+            if reasoning is None
+            else (None if reasoning == "none" else reasoning)
+        )
+        validate_parser_names(self.tool_parser, self.reasoning_parser)
+        logger.info(
+            "%s: tool parser %s, reasoning parser %s%s",
+            self.name,
+            self.tool_parser or "none",
+            self.reasoning_parser or "none",
+            ", tool-guided generation" if self.config.enable_tool_guided_generation else "",
+        )
 
     def _log_usage(self, step: Any) -> None:
         """OVMS's periodic INFO line, every few seconds while the engine is busy.
@@ -279,6 +351,14 @@ class LLMServable:
     def _decode_many(self, windows: list[list[int]], skip_special: bool) -> list[str]:
         texts: list[str] = self.tokenizer.decode(windows, skip_special_tokens=skip_special)
         return texts
+
+    def tokenize(self, request: TokenizeRequest) -> list[list[int]]:
+        """`/v3/tokenize`: the servable's own tokenizer, as the engine uses it."""
+        if not self.available:
+            raise ServableNotReady(
+                f"Model {self.name} is not available: {self.error or self.state.value}"
+            )
+        return encode(self.tokenizer, request)
 
     def _encode(self, text: str, add_special_tokens: bool) -> list[int]:
         encoded = self.tokenizer.encode(text, add_special_tokens=add_special_tokens)
@@ -339,6 +419,59 @@ class LLMServable:
             bound = self.limits.max_tokens_limit
             return min(bound, limit - prompt_tokens) if limit is not None else bound
         return limit - prompt_tokens if limit is not None else FALLBACK_MAX_NEW_TOKENS
+
+    def output_plan(self, request: GenerationRequest, prompt_text: str) -> OutputPlan:
+        """The grammar and the per-choice parser of a request.
+
+        A forced tool choice ("required" or a named function) gets its own grammar and parser,
+        whatever the model's family (servables/openai/tools.py). Otherwise the family's parsers
+        run on chat output unless the request asked for special tokens (`skip_special_tokens:
+        false`, OVMS's way to get the raw text); with `enable_tool_guided_generation` and
+        tools, the family's triggered structural tag keeps calls to the tools' schemas.
+        """
+        constraint = request.constraint
+        tools = request.tools
+        choice = request.tool_choice
+        if request.endpoint != "chat":
+            return OutputPlan(constraint)
+        if tools and choice.forced:
+            name = choice.name if choice.mode == "function" else None
+            return OutputPlan(
+                forced_call_constraint(tools, choice, request.parallel_tool_calls),
+                lambda: ForcedCallParser(name),
+            )
+        if not request.sampling.skip_special_tokens:
+            return OutputPlan(constraint)
+        tool_parser = self.tool_parser if tools else None
+        reasoning_parser = self.reasoning_parser
+        guided = self.config.enable_tool_guided_generation
+        if tools and tool_parser and constraint is None and guided:
+            constraint = self._tool_guidance(tool_parser, tools, request.parallel_tool_calls)
+        starts = reasoning_parser is not None and prompt_opens_reasoning(
+            prompt_text, reasoning_parser
+        )
+
+        def make_parser() -> OutputParser | None:
+            return make_output_parser(
+                tool_parser, reasoning_parser, tools=tools, starts_in_reasoning=starts
+            )
+
+        probe = make_parser()
+        if probe is None:
+            return OutputPlan(constraint)
+        return OutputPlan(constraint, make_parser, probe.keep_special_tokens)
+
+    def _tool_guidance(
+        self, tool_parser: str, tools: list[dict[str, Any]], parallel: bool
+    ) -> OutputConstraint | None:
+        for index, tool in enumerate(tools):
+            check_json_schema(tool["function"]["parameters"], f"tools[{index}].function.parameters")
+        tag = tool_call_structural_tag(
+            tool_parser, tools, require_call=False, single_call=not parallel
+        )
+        if tag is None:
+            return None
+        return OutputConstraint("structural_tags_config", json.dumps(tag), "tools")
 
     def _config(self, request: GenerationRequest, max_new_tokens: int) -> dict[str, Any]:
         sampling = request.sampling
@@ -466,6 +599,9 @@ class LLMServable:
         check_image_count(self.kind, self.config.device, len(request.images))
         max_new_tokens = self._max_new_tokens(request, len(prompt_ids))
         config = self._config(request, max_new_tokens)
+        plan = self.output_plan(request, prompt_text)
+        if plan.constraint is not None:
+            config["structured_output"] = plan.constraint.engine_fields()
         # Last: everything cheap to refuse has been checked before any image is fetched.
         images = await self._images(request, media)
         engine_requests = self._requests(request, prompt_ids, prompt_text, config, images)
@@ -484,7 +620,7 @@ class LLMServable:
             sampling.n,
             request.stream,
         )
-        skip_special = sampling.skip_special_tokens
+        skip_special = sampling.skip_special_tokens and not plan.keep_special_tokens
         echo = prompt_text if request.echo else ""
         if max_new_tokens == 0:  # echo only (the protocol allows 0 only with echo)
             yield GenerationEvent(
@@ -501,6 +637,8 @@ class LLMServable:
                 index,
                 IncrementalDetokenizer(decode, sampling.stop, sampling.include_stop_str_in_output),
                 prefix=echo,
+                parser=plan.make_parser(),
+                max_calls=None if request.parallel_tool_calls else 1,
             )
             for index in range(sampling.n)
         }
@@ -584,11 +722,25 @@ class LLMServable:
                     unfinished.discard(index)
                     if mapped != -1:
                         stream.finish(delta.request_id)
+            for update in updates.values():
+                self._parse(choices[update.index], update)
             usage = None
             if not unfinished:
                 usage = Usage(stats.prompt_tokens, stats.completion_tokens)
             if updates or usage:
                 yield GenerationEvent(sorted(updates.values(), key=lambda u: u.index), usage)
+
+    @staticmethod
+    def _parse(choice: _Choice, update: ChoiceUpdate) -> None:
+        """Split an update's text into content, reasoning and tool calls (if parsing)."""
+        if choice.parser is None:
+            return
+        parsed = choice.parse(update.text, update.finish_reason is not None)
+        update.text = parsed.content
+        update.reasoning = parsed.reasoning
+        update.tool_calls = parsed.tool_calls
+        if update.finish_reason == "stop" and choice.calls:
+            update.finish_reason = choice.finish_reason = "tool_calls"
 
     def metrics_snapshot(self) -> dict[str, float]:
         metrics = self.engine.metrics

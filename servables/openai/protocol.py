@@ -17,6 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from servables.errors import InvalidRequest
+from servables.openai.structured_output import (
+    CONSTRAINT_FIELDS,
+    OutputConstraint,
+    parse_constraint,
+)
+from servables.openai.tools import ToolChoice, parse_tool_choice, parse_tools
 
 UINT32_MAX = 4_294_967_295
 INT32_MAX = 2_147_483_647
@@ -52,6 +58,7 @@ _COMMON_FIELDS = {
     "service_tier",
     "store",
     "metadata",
+    *CONSTRAINT_FIELDS,
 }
 _CHAT_FIELDS = {
     "messages",
@@ -110,7 +117,13 @@ class GenerationRequest:
     messages: list[dict[str, Any]] = field(default_factory=list)
     prompt: str | list[int] | None = None
     echo: bool = False
+    # Tool definitions for the template and the parser; None when there are none or
+    # tool_choice is "none" (then the template does not see them and nothing is parsed).
     tools: list[dict[str, Any]] | None = None
+    tool_choice: ToolChoice = field(default_factory=ToolChoice)
+    parallel_tool_calls: bool = True
+    # The grammar the engine must follow (response_format, guided_*, structured_outputs).
+    constraint: OutputConstraint | None = None
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     # image_url parts in order; message content holds `<ov_genai_image_N>` where image N was
     images: list[ImageInput] = field(default_factory=list)
@@ -444,6 +457,26 @@ def _prompt(body: dict[str, Any]) -> str | list[int]:
     raise InvalidRequest("prompt is not a string", param="prompt")
 
 
+# --------------------------------------------------------------------------------- tools
+
+
+def _tools(body: dict[str, Any], request: GenerationRequest) -> None:
+    """tools, tool_choice, parallel_tool_calls and the output constraint of a chat request."""
+    tools = parse_tools(body["tools"]) if body.get("tools") is not None else None
+    choice = parse_tool_choice(body.get("tool_choice"), tools)
+    parallel = _bool(body, "parallel_tool_calls")
+    request.parallel_tool_calls = parallel is not False
+    request.tool_choice = choice
+    request.tools = tools if tools and choice.mode != "none" else None
+    request.constraint = parse_constraint(body)
+    if choice.forced and request.constraint is not None:
+        raise InvalidRequest(
+            f"tool_choice {choice.mode!r} cannot be combined with {request.constraint.param}: "
+            "both decide the whole output",
+            param="tool_choice",
+        )
+
+
 # ------------------------------------------------------------------------------------ entry
 
 
@@ -468,14 +501,7 @@ def parse_request(body: Any, endpoint: Endpoint, limits: Limits) -> GenerationRe
     request.ignored_fields = sorted(set(body) - known)
     if endpoint == "chat":
         request.messages, request.images = _messages(body)
-        tools = body.get("tools")
-        if tools is not None:
-            if not isinstance(tools, list):
-                raise InvalidRequest("Tools are not an array", param="tools")
-            if not all(isinstance(tool, dict) for tool in tools):
-                raise InvalidRequest("Tool is not a JSON object", param="tools")
-            if body.get("tool_choice") != "none":
-                request.tools = tools
+        _tools(body, request)
         kwargs = body.get("chat_template_kwargs")
         if kwargs is not None:
             if not isinstance(kwargs, dict):
@@ -485,6 +511,7 @@ def parse_request(body: Any, endpoint: Endpoint, limits: Limits) -> GenerationRe
             request.chat_template_kwargs = kwargs
     else:
         request.prompt = _prompt(body)
+        request.constraint = parse_constraint(body)
         request.echo = bool(_bool(body, "echo", "echo accepts values true or false"))
         if body.get("suffix"):
             raise InvalidRequest("suffix is not supported", param="suffix")

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from servables.llm.output_parsers import ToolCall, ToolCallDelta
 from servables.openai.protocol import Endpoint
 
 SSE_DONE = b"data: [DONE]\n\n"
@@ -44,9 +45,11 @@ class Choice:
     """A finished choice of a unary response."""
 
     index: int
-    text: str
+    text: str | None  # None: no content (a reply made only of tool calls)
     finish_reason: str
     logprobs: list[TokenLogprob] | None = None
+    reasoning: str | None = None
+    tool_calls: Sequence[ToolCall] = ()
 
 
 def dumps(body: Any) -> str:
@@ -64,6 +67,27 @@ def error_body(
     code: str | None = None,
 ) -> dict[str, Any]:
     return {"error": {"message": message, "type": error_type, "param": param, "code": code}}
+
+
+def tool_call_entry(call: ToolCall) -> dict[str, Any]:
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments},
+    }
+
+
+def tool_call_delta_entry(call: ToolCallDelta) -> dict[str, Any]:
+    """One `delta.tool_calls` item: id, type and name only on the call's first delta."""
+    entry: dict[str, Any] = {"index": call.index}
+    if call.id is not None:
+        entry["id"] = call.id
+        entry["type"] = "function"
+    function: dict[str, Any] = {"arguments": call.arguments}
+    if call.name is not None:
+        function["name"] = call.name
+    entry["function"] = function
+    return entry
 
 
 def _token_entry(item: TokenLogprob, top: int) -> dict[str, Any]:
@@ -150,12 +174,25 @@ class ResponseBuilder:
         finish_reason: str | None = None,
         *,
         prefix: str = "",
+        reasoning: str = "",
+        tool_calls: Sequence[ToolCallDelta] = (),
     ) -> dict[str, Any]:
-        """One chunk of choice `index`; `prefix` (echoed prompt) goes before `text`, unscored."""
+        """One chunk of choice `index`; `prefix` (echoed prompt) goes before `text`, unscored.
+
+        Chat deltas may also carry `reasoning_content` (vLLM's and OVMS's name) and
+        `tool_calls` fragments.
+        """
         if self.endpoint == "chat":
+            delta: dict[str, Any] = {}
+            if reasoning:
+                delta["reasoning_content"] = reasoning
+            if text:
+                delta["content"] = text
+            if tool_calls:
+                delta["tool_calls"] = [tool_call_delta_entry(call) for call in tool_calls]
             choice: dict[str, Any] = {
                 "index": index,
-                "delta": {"content": text} if text else {},
+                "delta": delta,
                 "logprobs": chat_logprobs(logprobs, self.top_logprobs) if logprobs else None,
                 "finish_reason": finish_reason,
             }
@@ -181,10 +218,19 @@ class ResponseBuilder:
         bodies: list[dict[str, Any]] = []
         for choice in choices:
             if self.endpoint == "chat":
+                message: dict[str, Any] = {
+                    "role": "assistant",
+                    "content": choice.text,
+                    "refusal": None,
+                }
+                if choice.reasoning is not None:
+                    message["reasoning_content"] = choice.reasoning
+                if choice.tool_calls:
+                    message["tool_calls"] = [tool_call_entry(call) for call in choice.tool_calls]
                 bodies.append(
                     {
                         "index": choice.index,
-                        "message": {"role": "assistant", "content": choice.text, "refusal": None},
+                        "message": message,
                         "logprobs": chat_logprobs(choice.logprobs, self.top_logprobs)
                         if choice.logprobs is not None
                         else None,
@@ -195,7 +241,7 @@ class ResponseBuilder:
                 bodies.append(
                     {
                         "index": choice.index,
-                        "text": prompt_text + choice.text,
+                        "text": prompt_text + (choice.text or ""),
                         "logprobs": completion_logprobs(choice.logprobs, len(prompt_text))
                         if choice.logprobs is not None
                         else None,

@@ -265,7 +265,7 @@ class Golden:
         self.pipeline: Any = self.genai.ContinuousBatchingPipeline(str(gguf), scheduler, "CPU", {})
         self.tokenizer: Any = self.pipeline.get_tokenizer()
         self.eos = int(self.tokenizer.get_eos_token_id())
-        self._cache: dict[tuple[str, str, int], Expected] = {}
+        self._cache: dict[tuple[str, str, int, str], Expected] = {}
 
     def chat_prompt(self, messages: Sequence[Mapping[str, Any]]) -> str:
         plain = [dict(message) for message in messages]
@@ -276,21 +276,37 @@ class Golden:
         encoded = self.tokenizer.encode(text, add_special_tokens=add_special_tokens)
         return [int(token) for token in encoded.input_ids.data[0]]
 
-    def chat(self, messages: Sequence[Mapping[str, Any]], max_tokens: int) -> Expected:
+    def chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        max_tokens: int,
+        structured: Mapping[str, str] | None = None,
+    ) -> Expected:
+        """`structured`: StructuredOutputConfig fields (json_schema / regex / grammar text)."""
         prompt = self.chat_prompt(messages)
-        return self._generate("chat", prompt, self.encode(prompt, False), max_tokens)
+        ids = self.encode(prompt, False)
+        return self._generate("chat", prompt, ids, max_tokens, structured)
 
     def completion(self, prompt: str, max_tokens: int) -> Expected:
         return self._generate("completions", prompt, self.encode(prompt, True), max_tokens)
 
-    def _generate(self, kind: str, prompt: str, ids: list[int], max_tokens: int) -> Expected:
-        key = (kind, prompt, max_tokens)
+    def _generate(
+        self,
+        kind: str,
+        prompt: str,
+        ids: list[int],
+        max_tokens: int,
+        structured: Mapping[str, str] | None = None,
+    ) -> Expected:
+        key = (kind, prompt, max_tokens, json.dumps(structured, sort_keys=True))
         if key not in self._cache:
             import numpy as np
 
             config = self.pipeline.get_config()
             config.max_new_tokens = max_tokens
             config.do_sample = False
+            if structured:
+                config.structured_output_config = self.genai.StructuredOutputConfig(**structured)
             tensor = self.ov.Tensor(np.asarray([ids], dtype=np.int64))
             (result,) = self.pipeline.generate([tensor], [config])
             generated = [int(token) for token in result.m_generation_ids[0]]

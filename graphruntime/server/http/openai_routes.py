@@ -28,7 +28,7 @@ from servables.openai.responses import SSE_DONE, error_body, sse_frame
 
 logger = logging.getLogger(__name__)
 
-GENERATIVE_PATHS = ("/chat/completions", "/completions")
+GENERATIVE_PATHS = ("/chat/completions", "/completions", "/responses", "/tokenize")
 PREFIXES = ("/v3", "/v1", "/v3/v1")
 SSE_HEADERS = {
     "Content-Type": "text/event-stream",
@@ -189,4 +189,6 @@ def add_routes(app: web.Application) -> None:
 
 
 def is_openai_path(path: str) -> bool:
-    return path.startswith(("/v3/", "/v1/chat", "/v1/completions", "/v1/models"))
+    return path.startswith(
+        ("/v3/", "/v1/chat", "/v1/completions", "/v1/models", "/v1/responses", "/v1/tokenize")
+    )

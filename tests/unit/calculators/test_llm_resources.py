@@ -364,22 +364,30 @@ def test_missing_draft_models_path_names_the_draft_field(graph_dir: Path) -> Non
 def test_unimplemented_options_are_accepted_with_a_warning(
     graph_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    assert set(UNIMPLEMENTED_OPTIONS) == {
-        "tool_parser",
-        "reasoning_parser",
-        "enable_tool_guided_generation",
-        "chat_template_mode",
-    }
-    text = (
-        'tool_parser: "hermes3" reasoning_parser: "qwen3" enable_tool_guided_generation: true '
-        "chat_template_mode: JINJA"
-    )
+    assert set(UNIMPLEMENTED_OPTIONS) == {"chat_template_mode"}
     with caplog.at_level(logging.WARNING, logger="calculators.llm.resources"):
-        result = servable_config(options(text), graph_dir, "smol")
+        result = servable_config(options("chat_template_mode: JINJA"), graph_dir, "smol")
     assert result.name == "smol"
     warned = [record.getMessage() for record in caplog.records]
     for option in UNIMPLEMENTED_OPTIONS:
         assert f"smol: option {option} is accepted but not implemented by graphrt yet" in warned
+
+
+def test_parser_options_reach_the_servable(graph_dir: Path) -> None:
+    text = 'tool_parser: "hermes3" reasoning_parser: "qwen3" enable_tool_guided_generation: true'
+    result = servable_config(options(text), graph_dir, "smol")
+    assert (result.tool_parser, result.reasoning_parser) == ("hermes3", "qwen3")
+    assert result.enable_tool_guided_generation is True
+    unset = config(graph_dir)
+    assert (unset.tool_parser, unset.reasoning_parser) == (None, None)  # detected at load
+    off = servable_config(options('tool_parser: "none"'), graph_dir, "smol")
+    assert off.tool_parser == "none"
+
+
+def test_unknown_parser_name_fails_the_load(graph_dir: Path) -> None:
+    error = load_error(graph_dir, 'tool_parser: "hermes4"')
+    assert "hermes4" in error.message and "hermes3" in error.message
+    assert error.param == "tool_parser"
 
 
 def test_no_warning_for_unset_unimplemented_options(

@@ -367,7 +367,12 @@ def test_tools_not_an_array() -> None:
 
 
 def test_tool_not_an_object() -> None:
-    assert_refused(chat(tools=[{"type": "function"}, "f"]), "Tool is not a JSON object", "tools")
+    assert_refused(chat(tools=["f"]), "Tool is not a JSON object", "tools[0]")
+    assert_refused(
+        chat(tools=[{"type": "function"}]),
+        "Function object does not contain a valid name field",
+        "tools[0].function",
+    )
 
 
 def test_chat_template_kwargs() -> None:

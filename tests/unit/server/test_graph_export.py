@@ -113,6 +113,7 @@ def test_every_setting_decodes() -> None:
         best_of_limit=4,
         reasoning_parser="qwen3",
         tool_parser="hermes3",
+        enable_tool_guided_generation=True,
         cache_interval_multiplier=3,
     )
     options = decoded(settings)
@@ -134,6 +135,7 @@ def test_every_setting_decodes() -> None:
     assert options.best_of_limit == 4
     assert options.reasoning_parser == "qwen3"
     assert options.tool_parser == "hermes3"
+    assert options.enable_tool_guided_generation is True
     assert options.cache_interval_multiplier == 3
 
 

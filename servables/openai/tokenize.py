@@ -1,0 +1,104 @@
+"""OVMS's `/v3/tokenize` request and response (docs/model_server_rest_api_tokenizer.md).
+
+`{"model", "text": str | [str], "max_length", "pad_to_max_length", "padding_side",
+"add_special_tokens"}` → `{"tokens": [ids]}`, or a list of id lists when `text` is a list. Any
+servable with a tokenizer can answer it (LLMs, VLMs, embedding models), so the parsing lives here,
+apart from any servable; `encode` runs it on an openvino-genai Tokenizer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from servables.errors import InvalidRequest
+
+__all__ = ["TokenizeRequest", "encode", "parse_tokenize_request", "tokenize_body"]
+
+
+@dataclass(frozen=True)
+class TokenizeRequest:
+    model: str
+    texts: list[str]
+    batched: bool  # `text` was a list: answer a list of lists
+    max_length: int | None = None  # truncate to this many tokens (and pad to it if asked)
+    pad_to_max_length: bool = False
+    padding_side: str | None = None  # "left" / "right"; None: the tokenizer's own
+    add_special_tokens: bool = True
+
+
+def _optional_bool(body: dict[str, Any], name: str, default: bool) -> bool:
+    value = body.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise InvalidRequest(f"{name} accepts values true or false", param=name)
+    return value
+
+
+def parse_tokenize_request(body: Any) -> TokenizeRequest:
+    if not isinstance(body, dict):
+        raise InvalidRequest("JSON body must be an object")
+    model = body.get("model")
+    if not isinstance(model, str):
+        raise InvalidRequest("model missing in request", param="model")
+    text = body.get("text")
+    if isinstance(text, str):
+        texts, batched = [text], False
+    elif isinstance(text, list) and text and all(isinstance(item, str) for item in text):
+        texts, batched = list(text), True
+    else:
+        raise InvalidRequest("text must be a string or a non-empty array of strings", param="text")
+    max_length = body.get("max_length")
+    if max_length is not None and (
+        not isinstance(max_length, int) or isinstance(max_length, bool) or max_length <= 0
+    ):
+        raise InvalidRequest("max_length must be a positive integer", param="max_length")
+    pad = _optional_bool(body, "pad_to_max_length", False)
+    if pad and max_length is None:
+        raise InvalidRequest("pad_to_max_length needs max_length", param="pad_to_max_length")
+    side = body.get("padding_side")
+    if side is not None and side not in ("left", "right"):
+        raise InvalidRequest("padding_side must be 'left' or 'right'", param="padding_side")
+    return TokenizeRequest(
+        model=model,
+        texts=texts,
+        batched=batched,
+        max_length=max_length,
+        pad_to_max_length=pad,
+        padding_side=side,
+        add_special_tokens=_optional_bool(body, "add_special_tokens", True),
+    )
+
+
+def encode(tokenizer: Any, request: TokenizeRequest) -> list[list[int]]:
+    """Token ids of each text with an openvino-genai Tokenizer, one text at a time (a batch
+    would pad every text to the longest).
+
+    Tokenizers converted from GGUF files carry no truncation or padding step, and openvino-genai
+    then ignores `max_length` / `pad_to_max_length` silently; so both are (re)applied to the ids,
+    which changes nothing where the tokenizer did it already.
+    """
+    results = []
+    for text in request.texts:
+        encoded = tokenizer.encode(
+            text,
+            add_special_tokens=request.add_special_tokens,
+            pad_to_max_length=request.pad_to_max_length,
+            max_length=request.max_length,
+            padding_side=request.padding_side,
+            truncation=request.max_length is not None,
+        )
+        ids = [int(token) for token in encoded.input_ids.data[0]]
+        limit = request.max_length
+        if limit is not None and len(ids) > limit:
+            ids = ids[:limit]
+        if request.pad_to_max_length and limit is not None and len(ids) < limit:
+            padding = [int(tokenizer.get_pad_token_id())] * (limit - len(ids))
+            ids = padding + ids if request.padding_side == "left" else ids + padding
+        results.append(ids)
+    return results
+
+
+def tokenize_body(request: TokenizeRequest, tokens: list[list[int]]) -> dict[str, Any]:
+    return {"tokens": tokens if request.batched else tokens[0]}
