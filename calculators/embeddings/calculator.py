@@ -34,6 +34,7 @@ from servables.embeddings.protocol import parse_embeddings_request, response_bod
 from servables.embeddings.servable import EmbeddingsServable
 from servables.errors import InvalidRequest, ServableError
 from servables.openai.responses import dumps
+from servables.openai.tokenize import tokenize_reply
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +70,10 @@ class EmbeddingsCalculatorOV(Calculator):
         packet = cc.inputs[REQUEST]
         payload: HttpPayload = packet.payload
         path = payload.uri.split("?", 1)[0].rstrip("/")
+        if path.endswith("/tokenize"):
+            reply = tokenize_reply(self.servable.tokenize, request_body(payload))
+            cc.outputs[RESPONSE].add(reply, packet.timestamp)
+            return
         if not path.endswith("/embeddings"):
             raise InvalidRequest(f"{self.servable.name} is an embeddings model: use /v3/embeddings")
         request = parse_embeddings_request(request_body(payload), self.servable.max_inputs)

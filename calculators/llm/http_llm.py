@@ -63,7 +63,7 @@ from servables.openai.responses_api import (
     sse_event,
     unary_output,
 )
-from servables.openai.tokenize import parse_tokenize_request, tokenize_body
+from servables.openai.tokenize import tokenize_reply
 
 logger = logging.getLogger(__name__)
 
@@ -168,9 +168,9 @@ class HttpLLMCalculator(Calculator):
     async def _start(self, cc: CalculatorContext, payload: HttpPayload) -> None:
         route = route_of(payload.uri)
         if route == "tokenize":
-            tokenize = parse_tokenize_request(request_body(payload))
-            tokens = self.servable.tokenize(tokenize)
-            self._emit(cc, dumps(tokenize_body(tokenize, tokens)).encode(), more=False)
+            self._emit(
+                cc, tokenize_reply(self.servable.tokenize, request_body(payload)), more=False
+            )
             return
         if route == "responses":
             parsed = parse_responses_request(request_body(payload), self.servable.limits)

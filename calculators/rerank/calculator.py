@@ -32,6 +32,7 @@ from graphruntime import Calculator, CalculatorContext, CalculatorContract, regi
 from graphruntime.resources import ResourceFactory
 from servables.errors import InvalidRequest, ServableError
 from servables.openai.responses import dumps
+from servables.openai.tokenize import tokenize_reply
 from servables.rerank.protocol import parse_rerank_request, response_body
 from servables.rerank.servable import RerankServable
 
@@ -67,6 +68,10 @@ class RerankCalculatorOV(Calculator):
         packet = cc.inputs[REQUEST]
         payload: HttpPayload = packet.payload
         path = payload.uri.split("?", 1)[0].rstrip("/")
+        if path.endswith("/tokenize"):
+            reply = tokenize_reply(self.servable.tokenize, request_body(payload))
+            cc.outputs[RESPONSE].add(reply, packet.timestamp)
+            return
         if not path.endswith("/rerank"):
             raise InvalidRequest(f"{self.servable.name} is a rerank model: use /v3/rerank")
         request = parse_rerank_request(request_body(payload))

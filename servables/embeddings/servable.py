@@ -25,6 +25,7 @@ from servables.encoders.model import EncodedInput, EncoderModel, FloatArray
 from servables.encoders.model_dir import detect_pooling, max_model_length, model_config
 from servables.encoders.tokenizer import EncoderTokenizer
 from servables.errors import InvalidRequest, ServableLoadError, ServableNotReady
+from servables.openai.tokenize import TokenizeRequest, encode
 
 logger = logging.getLogger(__name__)
 
@@ -127,20 +128,11 @@ class EmbeddingsServable:
         self.model = None
         self.tokenizer = None
 
-    def tokenize(
-        self,
-        texts: Sequence[str],
-        *,
-        add_special_tokens: bool = True,
-        max_length: int | None = None,
-    ) -> list[list[int]]:
-        """Token ids per text, as the embedding model sees them (for /v3/tokenize)."""
+    def tokenize(self, request: TokenizeRequest) -> list[list[int]]:
+        """`/v3/tokenize`: token ids per text, as the embedding model sees them."""
         if self.tokenizer is None:
             raise ServableNotReady(f"Model {self.name} is not loaded")
-        rows = self.tokenizer.encode(
-            texts, add_special_tokens=add_special_tokens, max_length=max_length
-        )
-        return [row.tolist() for row in rows]
+        return encode(self.tokenizer.raw, request, special_tokens_by_default=True)
 
     def _rows_from_texts(self, texts: Sequence[str]) -> list[EncodedInput]:
         assert self.tokenizer is not None

@@ -8,12 +8,20 @@ apart from any servable; `encode` runs it on an openvino-genai Tokenizer.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from servables.errors import InvalidRequest
 
-__all__ = ["TokenizeRequest", "encode", "parse_tokenize_request", "tokenize_body"]
+__all__ = [
+    "TokenizeRequest",
+    "encode",
+    "parse_tokenize_request",
+    "tokenize_body",
+    "tokenize_reply",
+]
 
 
 @dataclass(frozen=True)
@@ -24,10 +32,10 @@ class TokenizeRequest:
     max_length: int | None = None  # truncate to this many tokens (and pad to it if asked)
     pad_to_max_length: bool = False
     padding_side: str | None = None  # "left" / "right"; None: the tokenizer's own
-    add_special_tokens: bool = True
+    add_special_tokens: bool | None = None  # None: the servable's default
 
 
-def _optional_bool(body: dict[str, Any], name: str, default: bool) -> bool:
+def _optional_bool(body: dict[str, Any], name: str, default: bool | None) -> bool | None:
     value = body.get(name)
     if value is None:
         return default
@@ -54,7 +62,7 @@ def parse_tokenize_request(body: Any) -> TokenizeRequest:
         not isinstance(max_length, int) or isinstance(max_length, bool) or max_length <= 0
     ):
         raise InvalidRequest("max_length must be a positive integer", param="max_length")
-    pad = _optional_bool(body, "pad_to_max_length", False)
+    pad = bool(_optional_bool(body, "pad_to_max_length", False))
     if pad and max_length is None:
         raise InvalidRequest("pad_to_max_length needs max_length", param="pad_to_max_length")
     side = body.get("padding_side")
@@ -67,11 +75,13 @@ def parse_tokenize_request(body: Any) -> TokenizeRequest:
         max_length=max_length,
         pad_to_max_length=pad,
         padding_side=side,
-        add_special_tokens=_optional_bool(body, "add_special_tokens", True),
+        add_special_tokens=_optional_bool(body, "add_special_tokens", None),
     )
 
 
-def encode(tokenizer: Any, request: TokenizeRequest) -> list[list[int]]:
+def encode(
+    tokenizer: Any, request: TokenizeRequest, *, special_tokens_by_default: bool = True
+) -> list[list[int]]:
     """Token ids of each text with an openvino-genai Tokenizer, one text at a time (a batch
     would pad every text to the longest).
 
@@ -83,7 +93,9 @@ def encode(tokenizer: Any, request: TokenizeRequest) -> list[list[int]]:
     for text in request.texts:
         encoded = tokenizer.encode(
             text,
-            add_special_tokens=request.add_special_tokens,
+            add_special_tokens=special_tokens_by_default
+            if request.add_special_tokens is None
+            else request.add_special_tokens,
             pad_to_max_length=request.pad_to_max_length,
             max_length=request.max_length,
             padding_side=request.padding_side,
@@ -102,3 +114,9 @@ def encode(tokenizer: Any, request: TokenizeRequest) -> list[list[int]]:
 
 def tokenize_body(request: TokenizeRequest, tokens: list[list[int]]) -> dict[str, Any]:
     return {"tokens": tokens if request.batched else tokens[0]}
+
+
+def tokenize_reply(tokenize: Callable[[TokenizeRequest], list[list[int]]], body: Any) -> bytes:
+    """The whole /v3/tokenize exchange for a servable's `tokenize`: request body in, JSON out."""
+    request = parse_tokenize_request(body)
+    return json.dumps(tokenize_body(request, tokenize(request)), separators=(",", ":")).encode()

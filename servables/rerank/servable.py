@@ -25,6 +25,7 @@ from servables.encoders.model import EncodedInput, EncoderModel
 from servables.encoders.model_dir import max_model_length, model_config
 from servables.encoders.tokenizer import EncoderTokenizer
 from servables.errors import InvalidRequest, ServableLoadError, ServableNotReady
+from servables.openai.tokenize import TokenizeRequest, encode
 from servables.rerank.pairs import PairTemplate, ovms_template, probe_template
 
 logger = logging.getLogger(__name__)
@@ -152,20 +153,12 @@ class RerankServable:
         assert self.model is not None
         return to_scores(self.model.run(rows))
 
-    def tokenize(
-        self,
-        texts: Sequence[str],
-        *,
-        add_special_tokens: bool = False,
-        max_length: int | None = None,
-    ) -> list[list[int]]:
-        """Token ids per text (without special tokens by default, as OVMS's rerank tokenize)."""
+    def tokenize(self, request: TokenizeRequest) -> list[list[int]]:
+        """`/v3/tokenize`: token ids per text; as OVMS's rerank tokenize, without special
+        tokens unless the request asks for them."""
         if self.tokenizer is None:
             raise ServableNotReady(f"Model {self.name} is not loaded")
-        rows = self.tokenizer.encode(
-            texts, add_special_tokens=add_special_tokens, max_length=max_length
-        )
-        return [row.tolist() for row in rows]
+        return encode(self.tokenizer.raw, request, special_tokens_by_default=False)
 
     def _pairs(
         self,

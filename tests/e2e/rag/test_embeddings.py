@@ -240,3 +240,28 @@ def test_status_readiness_and_metrics_cover_the_encoders(rag_server: ExactServer
     assert metrics["graphrt_encoder_inference_seconds_count"] >= 1
     # OVMS's counter; the parser may report it with a _total suffix.
     assert metrics.get("ovms_requests_success", metrics.get("ovms_requests_success_total", 0)) >= 1
+
+
+def test_tokenize_counts_match_the_models_tokenizer(
+    rag_server: ExactServer, tokenizer: Any
+) -> None:
+    texts = ["A cat sits outside.", "Vector search finds close documents."]
+    with rag_server.http() as http:
+        single = http.post("/v3/tokenize", json={"model": EMBEDDINGS_MODEL, "text": texts[0]})
+        many = http.post("/v1/tokenize", json={"model": EMBEDDINGS_MODEL, "text": texts})
+        cut = http.post(
+            "/v3/tokenize",
+            json={"model": EMBEDDINGS_MODEL, "text": texts[1], "max_length": 4},
+        )
+        bare = http.post(
+            "/v3/tokenize",
+            json={"model": EMBEDDINGS_MODEL, "text": texts[0], "add_special_tokens": False},
+        )
+        bad = http.post("/v3/tokenize", json={"model": EMBEDDINGS_MODEL, "text": [1]})
+    assert single.status_code == 200, single.text
+    assert single.json() == {"tokens": token_ids(tokenizer, texts[0])}  # [CLS] ... [SEP]
+    assert many.json() == {"tokens": [token_ids(tokenizer, text) for text in texts]}
+    truncated = tokenizer.encode(texts[1], max_length=4, truncation=True).input_ids.data[0]
+    assert cut.json()["tokens"] == [int(t) for t in truncated]  # [CLS] a b [SEP]
+    assert bare.json()["tokens"] == token_ids(tokenizer, texts[0])[1:-1]
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "text"

@@ -252,3 +252,17 @@ def test_single_model_mode_and_max_allowed_chunks(single_rerank_server: ExactSer
     assert chunked.status_code == 400
     assert "chunks" in chunked.json()["error"]["message"]
     assert "max_allowed_chunks" in chunked.json()["error"]["message"]
+
+
+def test_tokenize_leaves_out_special_tokens_unless_asked(
+    rag_server: ExactServer, direct: DirectModel
+) -> None:
+    with rag_server.http() as http:
+        plain = http.post("/v3/tokenize", json={"model": RERANK_MODEL, "text": QUERY})
+        special = http.post(
+            "/v3/tokenize",
+            json={"model": RERANK_MODEL, "text": [QUERY], "add_special_tokens": True},
+        )
+    assert plain.status_code == 200, plain.text
+    assert plain.json() == {"tokens": direct.ids(QUERY)}
+    assert special.json() == {"tokens": [[direct.cls, *direct.ids(QUERY), direct.sep]]}
