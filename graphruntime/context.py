@@ -193,6 +193,7 @@ class CalculatorContext:
         "_options",
         "_options_type",
         "_services",
+        "_started",
         "calculator_type",
         "graph_error",
         "input_side_packets",
@@ -223,6 +224,7 @@ class CalculatorContext:
         self._options_type = options_type
         self._services = services or {}
         self._input_timestamp = UNSTARTED
+        self._started = 0  # perf_counter_ns() when the current call began (set when observed)
         self._buffer: list[tuple[OutputStream, Packet[Any] | int]] | None = None
         # The run's error, visible to close() after a failure (MediaPipe's GraphStatus()).
         self.graph_error: GraphError | None = None

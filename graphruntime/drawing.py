@@ -198,3 +198,8 @@ def to_text(config: GraphConfig) -> str:
 
 
 FORMATS = {"dot": to_dot, "svg": to_svg, "text": to_text}
+
+
+# The model of a config that the pictures share (graphruntime.layout draws from it too).
+node_models = _nodes
+port_list = _ports

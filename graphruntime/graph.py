@@ -15,13 +15,15 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from graphruntime._proto import calculator_pb2
 from graphruntime.config import GraphConfig
 from graphruntime.errors import GraphError, GraphRunError, GraphUsageError, PacketError
+from graphruntime.observe import GraphObserver
 from graphruntime.packet import Packet
+from graphruntime.profiler import GraphProfiler
 from graphruntime.scheduler import BoundObserver, GraphInputStream, GraphRun, StreamObserver
 from graphruntime.services import GraphService
 from graphruntime.timestamp import DONE, POSTSTREAM, PRESTREAM, describe, previous_allowed_in_stream
@@ -125,12 +127,21 @@ class Graph:
         *,
         add_mode: AddMode = AddMode.WAIT_TILL_NOT_FULL,
         services: Mapping[GraphService[Any], Any] | None = None,
+        observers: Sequence[GraphObserver] = (),
+        profiler: GraphProfiler | None = None,
     ) -> None:
+        """`observers` watch every run (see graphruntime.observe). `profiler` is the one to use;
+        without it, one is made when the graph's profiler_config turns profiling on, and it
+        gathers every run of this Graph object (as MediaPipe's CalculatorGraph does)."""
         self.validated = (
             graph if isinstance(graph, ValidatedGraph) else ValidatedGraph.from_config(graph)
         )
         self.add_mode = add_mode
         self.services = dict(services or {})
+        self.profiler = profiler or GraphProfiler.from_config(self.validated)
+        self.observers: list[GraphObserver] = list(observers)
+        if self.profiler is not None and self.profiler not in self.observers:
+            self.observers.append(self.profiler)
         self._observers: dict[str, list[StreamObserver]] = {}
         self._bound_observers: dict[str, list[BoundObserver]] = {}
         self._pollers: list[OutputStreamPoller] = []
@@ -210,6 +221,7 @@ class Graph:
             observers,
             bound_observers,
             self.services,
+            self.observers,
         )
         self._run = run
 

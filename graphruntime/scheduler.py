@@ -21,7 +21,7 @@ import functools
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from heapq import heappop, heappush
 from typing import Any
@@ -42,6 +42,9 @@ from graphruntime.errors import (
     GraphRunError,
     GraphUsageError,
 )
+from graphruntime.observe import CLOSE as CLOSE_PHASE
+from graphruntime.observe import OPEN as OPEN_PHASE
+from graphruntime.observe import GraphObserver, RunObserver, observe_run
 from graphruntime.packet import Packet
 from graphruntime.services import GraphService
 from graphruntime.stream_handlers import NOT_READY, READY_FOR_CLOSE, InputStreamHandler
@@ -68,6 +71,7 @@ WAITING, OPENING, OPEN, CLOSING, CLOSED = range(5)
 PUMP_SLICE_SECONDS = 0.005
 
 StreamObserver = Callable[[str, Packet[Any]], None]
+_now = time.perf_counter_ns
 BoundObserver = Callable[[str, int], None]
 
 
@@ -178,8 +182,12 @@ class GraphRun:
         observers: Mapping[str, list[StreamObserver]],
         bound_observers: Mapping[str, list[BoundObserver]],
         services: Mapping[GraphService[Any], Any] | None = None,
+        graph_observers: Sequence[GraphObserver] = (),
     ) -> None:
         self.graph = graph
+        self.graph_observers = graph_observers
+        # Set by start(); None (nothing watches) costs one check per call, nothing per packet.
+        self.observer: RunObserver | None = None
         self.loop = loop
         self.services = dict(services or {})
         self.heap: list[int] = []
@@ -197,6 +205,7 @@ class GraphRun:
         self.full_streams: set[InputStream] = set()
         self.side_packets: dict[str, Packet[Any]] = {}
         self.stream_throttle_targets: dict[InputStream, tuple[Throttled, ...]] = {}
+        self.streams: dict[str, OutputStream] = {}
 
         count = len(graph.nodes)
         # Non-sources: downstream first (higher sorted index = smaller rank). Sources after all.
@@ -216,7 +225,7 @@ class GraphRun:
         self.active_sources = set(self.sources)
 
         schedule = self.schedule
-        streams: dict[str, OutputStream] = {}
+        streams = self.streams
         self.inputs: dict[str, GraphInputStream] = {}
         for name in graph.input_streams.names:
             stream = OutputStream(name, schedule)
@@ -347,6 +356,8 @@ class GraphRun:
         ]
         if absent:
             raise GraphUsageError("; ".join(absent))
+        if self.graph_observers:
+            self._attach_observer()
         for node in self.nodes:
             if self.halted:
                 break
@@ -355,6 +366,16 @@ class GraphRun:
         if self.errors:
             await self.wait()
         self._maybe_idle()
+
+    def _attach_observer(self) -> None:
+        observer = self.observer = observe_run(self.graph_observers, self)
+        if observer is not None:
+            for name, stream in self.streams.items():
+                stream.observers.append(functools.partial(observer.packet, name))
+
+    def queue_depths(self) -> list[int]:
+        """Packets waiting in each node's input queues, by node index."""
+        return [sum(len(stream.queue) for stream in node.inputs) for node in self.nodes]
 
     def _side_packets_ready(self, node: NodeRuntime) -> bool:
         spec = node.spec
@@ -382,12 +403,17 @@ class GraphRun:
         node.calculator = node.spec.calculator()
         node.context = self._make_context(node)
         context = node.context
+        started = time.perf_counter_ns()
         try:
             await self._call(node, node.open_mode, "open", context)
         except Exception as error:
             node.state = CLOSED  # Open failed: neither process nor close will be called.
+            if self.observer is not None:
+                self.observer.lifecycle(node.spec.index, OPEN_PHASE, started, _now(), error)
             self._record(node, "Open", error)
             return
+        if self.observer is not None:
+            self.observer.lifecycle(node.spec.index, OPEN_PHASE, started, _now(), None)
         node.state = OPEN
         self.schedule(node)
 
@@ -511,12 +537,19 @@ class GraphRun:
         mode = node.process_mode
         calculator = node.calculator
         assert calculator is not None
+        observer = self.observer
+        if observer is not None:
+            context._started = time.perf_counter_ns()
         if mode in (INLINE, SKIP):
             try:
                 calculator.process(context)
             except Exception as error:
+                if observer is not None:
+                    self._observe_process(node, context, error)
                 self._process_failed(node, error)
                 return
+            if observer is not None:
+                self._observe_process(node, context, None)
             self._processed(node, timestamp)
             return
         node.in_flight += 1
@@ -552,6 +585,10 @@ class GraphRun:
         error = None if future.cancelled() else future.exception()
         if future.cancelled() and not self.halted:
             error = asyncio.CancelledError()
+        if self.observer is not None:
+            self._observe_process(
+                node, context, asyncio.CancelledError() if future.cancelled() else error
+            )
         if node.spec.max_in_flight > 1:
             self._release_in_order(node, context)
         elif context._buffer is not None:
@@ -580,6 +617,19 @@ class GraphRun:
                 self._record(node, "Process", error)
             self._raise_offset_bound(node, done._input_timestamp)
             node.free_contexts.append(done)
+
+    def _observe_process(
+        self, node: NodeRuntime, context: CalculatorContext, error: BaseException | None
+    ) -> None:
+        assert self.observer is not None
+        self.observer.process(
+            node.spec.index,
+            context._input_timestamp,
+            context.inputs._packets,
+            context._started,
+            _now(),
+            None if isinstance(error, StatusStop) else error,
+        )
 
     def _processed(self, node: NodeRuntime, timestamp: int) -> None:
         if node.spec.max_in_flight == 1:  # parallel calls raise it in order, on release
@@ -616,10 +666,15 @@ class GraphRun:
         assert context is not None
         context._input_timestamp = DONE
         context.graph_error = self._combined_error() if self.errors else None
+        started = time.perf_counter_ns()
+        failure: Exception | None = None
         try:
             await self._call(node, node.close_mode, "close", context)
         except Exception as error:
+            failure = error
             self._record(node, "Close", error)
+        if self.observer is not None:
+            self.observer.lifecycle(node.spec.index, CLOSE_PHASE, started, _now(), failure)
         node.state = CLOSED
         if not self.halted:
             for stream in node.outputs:
@@ -748,6 +803,8 @@ class GraphRun:
             for waiter in stream.waiters:
                 if not waiter.done():
                     waiter.set_result(None)
+        if self.observer is not None:
+            self.observer.finished(self.errors)
         self.finished.set()
 
     def fail(self, error: GraphError) -> None:

@@ -18,6 +18,8 @@ from pathlib import Path
 from graphruntime.config import load_graph_config
 from graphruntime.drawing import FORMATS
 from graphruntime.errors import GraphConfigError, GraphError, GraphValidationError
+from graphruntime.layout import to_html
+from graphruntime.server import profile_command
 from graphruntime.server.export import ExportError, ExportRequest, export_text_generation
 from graphruntime.server.graph_export import TextGenerationSettings
 from graphruntime.server.own_packages import other_owners
@@ -56,7 +58,7 @@ def validate_files(paths: Sequence[str], parse_only: bool) -> int:
 def show_file(path: str, output_format: str, output: str | None) -> int:
     try:
         config = load_graph_config(path)
-        rendered = FORMATS[output_format](config)
+        rendered = SHOW_FORMATS[output_format](config)
     except GraphConfigError as error:
         print(f"{error.location or path}: {error.message}", file=sys.stderr)
         return 1
@@ -69,6 +71,10 @@ def show_file(path: str, output_format: str, output: str | None) -> int:
     else:
         sys.stdout.write(rendered)
     return 0
+
+
+# "html": the picture the /graphs page shows, drawn in Python (no Graphviz needed).
+SHOW_FORMATS = {**FORMATS, "html": to_html}
 
 
 def add_user_code_arguments(parser: argparse.ArgumentParser) -> None:
@@ -186,6 +192,23 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         choices=["TRACE", "DEBUG", "INFO", "WARNING", "ERROR"],
         default=argparse.SUPPRESS,
     )
+    serve.add_argument(
+        "--graph_stats",
+        type=_bool,
+        default=True,
+        help="gather live per-node figures for the /graphs page (default true)",
+    )
+    serve.add_argument(
+        "--trace_dir",
+        help="profile every graph and write Chrome trace-event files (Perfetto) into DIR",
+    )
+    serve.add_argument(
+        "--tracing",
+        type=_bool,
+        default=False,
+        help="send OpenTelemetry traces (needs graphrt[tracing]; the exporter is configured by "
+        "the standard OTEL_* environment variables, OTLP by default)",
+    )
 
 
 def settings_from(args: argparse.Namespace) -> ServerSettings:
@@ -231,6 +254,9 @@ def settings_from(args: argparse.Namespace) -> ServerSettings:
         plugin_config=args.plugin_config,
         draft_source_model=args.draft_source_model,
         max_tokens_limit=args.max_tokens_limit,
+        graph_stats=args.graph_stats,
+        trace_dir=args.trace_dir,
+        tracing=args.tracing,
     )
 
 
@@ -329,8 +355,31 @@ def build_parser() -> argparse.ArgumentParser:
     add_user_code_arguments(validate)
     show = graph_commands.add_parser("show", help="draw a graph's nodes, streams and back edges")
     show.add_argument("file", metavar="FILE")
-    show.add_argument("--format", choices=sorted(FORMATS), default="text")
+    show.add_argument("--format", choices=sorted(SHOW_FORMATS), default="text")
     show.add_argument("-o", "--output", help="write to this file instead of stdout")
+    profile = graph_commands.add_parser(
+        "profile", help="run a graph on sample input and print per-node timings"
+    )
+    profile.add_argument("file", metavar="GRAPH")
+    profile.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="STREAM=VALUE",
+        help="one packet for a graph input stream (repeatable; JSON or plain text)",
+    )
+    profile.add_argument(
+        "--side_packet",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an input side packet (repeatable; JSON or plain text)",
+    )
+    profile.add_argument(
+        "--repeat", type=int, default=1, help="send the inputs this many times (default 1)"
+    )
+    profile.add_argument("--trace_dir", help="also write a Chrome trace-event file here")
+    add_user_code_arguments(profile)
     return parser
 
 
@@ -370,6 +419,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(error, file=sys.stderr)
                 return 1
             return validate_files(args.files, args.parse_only)
+        if args.graph_command == "profile":
+            try:
+                load_user_code(args.python_path, args.imports)
+            except StartupError as error:
+                print(error, file=sys.stderr)
+                return 1
+            return profile_command.run(
+                args.file, args.input, args.side_packet, max(1, args.repeat), args.trace_dir
+            )
         return show_file(args.file, args.format, args.output)
     parser.error(f"unknown command {args.command}")
 

@@ -24,6 +24,7 @@ from graphruntime.errors import GraphError
 from graphruntime.graph import Graph
 from graphruntime.packet import Packet
 from graphruntime.resources import GraphResources
+from graphruntime.server.observation import ObservationSettings, ServableWatch
 from graphruntime.services import GraphService
 from graphruntime.validation import ValidatedGraph
 from servables.errors import InvalidRequest, ServableError, ServableNotReady
@@ -90,8 +91,11 @@ class GraphServable:
         definition: GraphDefinition,
         request_listeners: Iterable[Any] = (),
         services: Mapping[GraphService[Any], Any] | None = None,
+        observation: ObservationSettings | None = None,
     ) -> None:
         self.definition = definition
+        self.observation = observation or ObservationSettings(graph_stats=False)
+        self.watch: ServableWatch | None = None  # set once loaded
         self.request_listeners = list(request_listeners)
         self.services = dict(services or {})
         self.name = definition.name
@@ -148,6 +152,7 @@ class GraphServable:
             return
         self.graph = graph
         self.resources = resources
+        self.watch = ServableWatch(self.observation, self.name, graph, resources)
         for llm in self.llm_servables():
             llm.request_listeners.extend(self.request_listeners)
         self.state = State.AVAILABLE
@@ -166,6 +171,8 @@ class GraphServable:
                 self.name,
                 self.in_flight,
             )
+        if self.watch is not None:
+            self.watch.close()
         if self.resources is not None:
             await self.resources.stop()
         self.state = State.END
@@ -195,7 +202,13 @@ class GraphServable:
         assert self.graph is not None
         self.in_flight += 1
         self._idle.clear()
-        graph = Graph(self.graph, services=self.services)
+        watch = self.watch
+        graph = Graph(
+            self.graph,
+            services=self.services,
+            observers=watch.observers if watch else (),
+            profiler=watch.profiler if watch else None,
+        )
         try:
             yield graph
         finally:

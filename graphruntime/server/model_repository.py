@@ -28,6 +28,7 @@ from typing import Any
 
 from calculators.openvino.session import MODELS
 from graphruntime.server.graph_servable import GraphDefinition, GraphServable, State
+from graphruntime.server.observation import ObservationSettings
 from graphruntime.services import GraphService
 from servables.errors import ModelNotFound
 from servables.ov_model.model import OpenVINOModel
@@ -180,8 +181,10 @@ class ModelRepository:
         drain_timeout: float | None = None,
         request_listeners: Iterable[Any] = (),
         services: Mapping[GraphService[Any], Any] | None = None,
+        observation: ObservationSettings | None = None,
     ) -> None:
         self.config_path = config_path
+        self.observation = observation  # what watches every servable (graph page, profiler)
         self.request_listeners = list(request_listeners)
         self.services = dict(services or {})  # lent to every graph run (e.g. the media policy)
         self.servables: dict[str, GraphServable] = {}
@@ -269,7 +272,10 @@ class ModelRepository:
             return False
         fresh = {
             d.name: GraphServable(
-                d, self.request_listeners, services={**self.services, MODELS: self}
+                d,
+                self.request_listeners,
+                services={**self.services, MODELS: self},
+                observation=self.observation,
             )
             for d in added + changed
         }

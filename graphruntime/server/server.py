@@ -13,6 +13,7 @@ import json
 import logging
 import signal
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
@@ -30,6 +31,7 @@ from graphruntime.server.model_repository import (
     ServableDefinition,
     read_config,
 )
+from graphruntime.server.observation import ObservationSettings
 from graphruntime.server.settings import ServerSettings
 from servables.media.sources import MediaPolicy
 
@@ -110,19 +112,37 @@ def media_policy(settings: ServerSettings) -> MediaPolicy:
         raise StartupError(str(error)) from error
 
 
+def start_tracing() -> Any:
+    """graphruntime.server.tracing.Tracing, configured from OTEL_*; imported only when asked."""
+    try:
+        from graphruntime.server import tracing
+    except ImportError as error:
+        raise StartupError(
+            f"--tracing needs the OpenTelemetry packages: pip install 'graphrt[tracing]' ({error})"
+        ) from error
+    return tracing.Tracing(tracing.configure())
+
+
 async def serve(settings: ServerSettings) -> int:
     loop = asyncio.get_running_loop()
     definitions, config_path = await asyncio.to_thread(definitions_for, settings)
     metrics = Metrics(settings.metrics_list)
+    tracing = start_tracing() if settings.tracing else None
+    observation = ObservationSettings(
+        graph_stats=settings.graph_stats, trace_dir=settings.trace_dir, tracing=tracing
+    )
     repository = ModelRepository(
         config_path,
         drain_timeout=settings.shutdown_timeout,
-        request_listeners=[metrics],
+        request_listeners=[metrics, *([tracing] if tracing else [])],
         services={MEDIA_POLICY: media_policy(settings)},
+        observation=observation,
     )
     metrics.registry.register(EngineCollector(repository.llm_servables))
     dataplane = KServeDataPlane(repository, metrics)
-    app = create_app(repository, settings, metrics, dataplane)
+    app = create_app(
+        repository, settings, metrics, dataplane, tracing.middleware if tracing else None
+    )
     runner = web.AppRunner(
         app,
         handler_cancellation=True,
@@ -138,7 +158,11 @@ async def serve(settings: ServerSettings) -> int:
     grpc_server = None
     if settings.port:
         grpc_server = await start_grpc_server(
-            dataplane, settings.grpc_bind_address, settings.port, settings.max_request_size
+            dataplane,
+            settings.grpc_bind_address,
+            settings.port,
+            settings.max_request_size,
+            [tracing.grpc_interceptor()] if tracing else [],
         )
         logger.info(
             "gRPC server (KServe v2) listening on %s:%d", settings.grpc_bind_address, settings.port
@@ -166,5 +190,7 @@ async def serve(settings: ServerSettings) -> int:
         *([grpc_server.stop(settings.shutdown_timeout)] if grpc_server is not None else []),
     )
     await repository.close()
+    if tracing is not None:
+        tracing.shutdown()
     logger.info("stopped")
     return 0

@@ -41,3 +41,7 @@ class ServerSettings:
     plugin_config: str | None = None
     draft_source_model: str | None = None
     max_tokens_limit: int | None = None
+    # Watching graphs run: the live graph page, the profiler, OpenTelemetry traces.
+    graph_stats: bool = True
+    trace_dir: str | None = None
+    tracing: bool = False

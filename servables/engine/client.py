@@ -102,6 +102,7 @@ class EngineClient:
         self.spec = spec
         self.name = name
         self.metrics = EngineMetrics()
+        self.last_step_seconds = 0.0  # duration of the latest engine step (for trace spans)
         self.ready: Ready | None = None
         self.dead: str | None = None
         self._streams: dict[int, RequestStream] = {}
@@ -196,6 +197,7 @@ class EngineClient:
     def _dispatch(self, message: Any) -> None:
         if isinstance(message, StepOutputs):
             self.metrics = message.metrics
+            self.last_step_seconds = message.step_seconds
             streams = self._streams
             for delta in message.deltas:
                 stream = streams.get(delta.request_id)

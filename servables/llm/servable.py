@@ -133,6 +133,8 @@ class RequestStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     inter_token: list[float] = field(default_factory=list)
+    # The engine step that produced the first token: its prefill (ends a request's queue wait).
+    first_step_seconds: float = 0.0
 
 
 class LLMServable:
@@ -545,6 +547,7 @@ class LLMServable:
                 if tokens:
                     if stats.first_token is None:
                         stats.first_token = now
+                        stats.first_step_seconds = self.engine.last_step_seconds
                     elif stats.last_token is not None:
                         stats.inter_token.append(now - stats.last_token)
                     stats.last_token = now

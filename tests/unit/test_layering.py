@@ -73,17 +73,17 @@ CORE_LAYERS: tuple[tuple[str, ...], ...] = (
     # the shared vocabulary
     ("errors", "tags", "timestamp", "services", "_proto"),
     # values and descriptions made of it
-    ("packet", "config", "executors"),
+    ("packet", "config", "executors", "observe"),
     # ports and contracts, the calculator base class, stream queues, pictures of a config
-    ("contract", "calculator", "streams", "drawing"),
+    ("contract", "calculator", "streams", "drawing", "layout"),
     # what a running calculator sees, and how its inputs are grouped into calls
     ("context", "stream_handlers"),
     # names → classes
     ("registry", "function"),
     # a checked graph and the resources its nodes declare
     ("validation", "resources"),
-    # running a graph
-    ("scheduler",),
+    # running a graph, and watching it run
+    ("scheduler", "stats", "profiler"),
     # the public graph APIs
     ("graph", "testing", "calculator_graph"),
     # the package's re-exports

@@ -18,7 +18,7 @@ from aiohttp.typedefs import Middleware
 from graphruntime.errors import GraphError
 from graphruntime.server.error_map import to_client_error
 from graphruntime.server.errors import NotFound, Unauthorized
-from graphruntime.server.http import openai_routes, system_routes
+from graphruntime.server.http import graph_page, openai_routes, system_routes
 from graphruntime.server.http.state import STATE, ServerState
 from graphruntime.server.kserve import rest
 from graphruntime.server.kserve.dataplane import KServeDataPlane
@@ -129,9 +129,11 @@ def create_app(
     settings: ServerSettings,
     metrics: Metrics | None = None,
     dataplane: KServeDataPlane | None = None,
+    tracing: Middleware | None = None,
 ) -> web.Application:
+    """`tracing` (request spans, see graphruntime.server.tracing) wraps everything else."""
     cors = Cors(settings)
-    middlewares: list[Middleware] = [errors, cors.preflight]
+    middlewares: list[Middleware] = [*([tracing] if tracing else []), errors, cors.preflight]
     if settings.api_key:
         middlewares.append(auth_middleware(settings.api_key))
     app = web.Application(middlewares=middlewares, client_max_size=settings.max_request_size)
@@ -143,6 +145,7 @@ def create_app(
     app[STATE] = ServerState(repository, settings, time.time(), metrics, dataplane)
     openai_routes.add_routes(app)
     system_routes.add_routes(app)
+    graph_page.add_routes(app)
     rest.add_routes(app)
     if settings.metrics_enable:
         app.router.add_get("/metrics", metrics_endpoint)

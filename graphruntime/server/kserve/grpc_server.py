@@ -9,7 +9,7 @@ goes on; a graph failure is reported the same way and ends the stream.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, NoReturn
 
 import grpc
@@ -120,13 +120,17 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
 
 
 async def start_grpc_server(
-    dataplane: KServeDataPlane, address: str, port: int, max_message_bytes: int
+    dataplane: KServeDataPlane,
+    address: str,
+    port: int,
+    max_message_bytes: int,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
 ) -> grpc.aio.Server:
     options = [
         ("grpc.max_receive_message_length", max_message_bytes),
         ("grpc.max_send_message_length", max_message_bytes),
     ]
-    server = grpc.aio.server(options=options)
+    server = grpc.aio.server(options=options, interceptors=list(interceptors) or None)
     servicer = InferenceServicer(dataplane)
     pb_grpc.add_GRPCInferenceServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
     bound = server.add_insecure_port(f"{address}:{port}")
