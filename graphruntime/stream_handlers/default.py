@@ -51,6 +51,12 @@ class DefaultInputStreamHandler(InputStreamHandler):
             return READY_FOR_CLOSE if single.bound >= ONE_OVER_POSTSTREAM else NOT_READY
         return self.sync_set.readiness()[0]
 
+    def quiet_bound(self) -> int | None:
+        single = self._single
+        if single is not None and not single.queue and single.bound < ONE_OVER_POSTSTREAM:
+            return single.bound
+        return None
+
     def fill_input_set(self, timestamp: int, packets: list[Packet[Any]]) -> None:
         single = self._single
         if single is not None:
