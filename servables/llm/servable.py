@@ -32,7 +32,7 @@ from servables.engine.client import EngineClient, RequestStream
 from servables.engine.messages import AddRequest, EngineSpec
 from servables.errors import InvalidRequest, ServableLoadError, ServableNotReady
 from servables.llm.chat_template import ChatTemplate, find_template, special_token
-from servables.llm.detokenizer import DecodeBatcher, IncrementalDetokenizer
+from servables.llm.detokenizer import DecodeBatcher, IncrementalDetokenizer, TokenTexts
 from servables.llm.model_files import (
     PipelineType,
     generation_defaults,
@@ -168,6 +168,7 @@ class LLMServable:
             config.name,
         )
         self.tokenizer: Any = None
+        self.token_texts: TokenTexts | None = None
         self.batcher = DecodeBatcher(self._decode_many)
         self.template: ChatTemplate | None = None
         self.request_listeners: list[Any] = []
@@ -224,6 +225,23 @@ class LLMServable:
         eos = special_token(self._model_dir, "eos_token") or tokenizer.get_eos_token()
         self.template = ChatTemplate(source, bos, eos)
         self.tokenizer = tokenizer
+        self.token_texts = self._token_texts()
+
+    def _token_texts(self) -> TokenTexts | None:
+        """Texts that let most engine steps skip the tokenizer (see servables.llm.detokenizer)."""
+        started = time.perf_counter()
+        try:
+            texts = TokenTexts.build(self._decode_many, len(self.tokenizer.get_vocab()))
+        except (RuntimeError, ValueError, TypeError, UnicodeDecodeError) as error:
+            logger.debug("%s: every step decodes with the tokenizer (%s)", self.name, error)
+            return None
+        logger.debug(
+            "%s: token texts %s in %.1f s",
+            self.name,
+            "ready" if texts else "not usable (the tokenizer does not concatenate)",
+            time.perf_counter() - started,
+        )
+        return texts
 
     def _log_usage(self, step: Any) -> None:
         """OVMS's periodic INFO line, every few seconds while the engine is busy.
@@ -487,7 +505,12 @@ class LLMServable:
         choices = {
             index: _Choice(
                 index,
-                IncrementalDetokenizer(decode, sampling.stop, sampling.include_stop_str_in_output),
+                IncrementalDetokenizer(
+                    decode,
+                    sampling.stop,
+                    sampling.include_stop_str_in_output,
+                    texts=self.token_texts,
+                ),
                 prefix=echo,
             )
             for index in range(sampling.n)
@@ -554,10 +577,11 @@ class LLMServable:
                     choice.tokens += len(tokens)
                     stats.completion_tokens += len(tokens)
                     detokenizer = choice.detokenizer
-                    windows = detokenizer.windows(tokens)
-                    update.text += detokenizer.deliver(
-                        await self.batcher.decode(windows, skip_special)
-                    )
+                    text = detokenizer.add_plain(tokens)
+                    if text is None:
+                        windows = detokenizer.windows(tokens)
+                        text = detokenizer.deliver(await self.batcher.decode(windows, skip_special))
+                    update.text += text
                     if want_logprobs:
                         pieces = await self.batcher.decode([[t] for t in tokens], False)
                         update.logprobs = (update.logprobs or []) + [
