@@ -31,8 +31,9 @@ SmolLM2) decoding is concatenation: decode(a + b) == decode(a) + decode(b) whene
 is a whole character run. `TokenTexts` holds each such token's text, found and checked once at
 load (every token next to two anchor tokens, on both sides, plus random runs, in two batched
 calls); a step whose tokens all have a text, arriving when nothing is pending, is turned into
-text by joining them. Everything else (special tokens, the bytes of a split character, any
-tokenizer that failed the check, e.g. one that cleans up spaces) takes the decode path above.
+text by joining them (a skipped special token's text is ""). Everything else (the bytes of a
+split character, requests that keep special tokens, any tokenizer that failed the check, e.g.
+one that cleans up spaces) takes the decode path above.
 """
 
 from __future__ import annotations
@@ -94,21 +95,24 @@ class TokenTexts:
     def build(cls, decode_many: DecodeMany, vocab_size: int) -> TokenTexts | None:
         """Decode every token alone, keep those that concatenate; None if the check fails.
 
-        A token is kept when it decodes to the same non-empty text with and without special
-        tokens skipped (so it is not special), without U+FFFD (so it is not part of a split
-        character), and next to each anchor (a word, a word after a space, a lone space) on
-        either side decodes as the two texts joined. Then random runs of kept tokens must
-        decode as their texts joined, or the tokenizer is not concatenative and None is
-        returned.
+        The texts are those of decoding with special tokens skipped (the default; requests
+        that keep special tokens do not use the table). A token is kept when its text has no
+        U+FFFD (so it is not part of a split character) and is either the same non-empty text
+        as without skipping, or empty while the unskipped text is not (a special token), and
+        when next to each anchor (a word, a word after a space, a lone space) on either side it
+        decodes as the two texts joined. Then random runs of kept tokens must decode as their
+        texts joined, or the tokenizer is not concatenative and None is returned.
         """
         ids = [[token] for token in range(vocab_size)]
         skipped = decode_many(ids, True)
         kept = decode_many(ids, False)
         texts: list[str | None] = [
-            a if a and a == b and "\ufffd" not in a else None
+            a if (a == b or not a) and b and "\ufffd" not in a else None
             for a, b in zip(skipped, kept, strict=True)
         ]
         plain = [token for token, text in enumerate(texts) if text is not None]
+        if not any(texts[token] for token in plain):
+            return None
         word = next((t for t in plain if (texts[t] or "").isalpha()), None)
         spaced = next(
             (t for t in plain if (text := texts[t] or "")[:1] == " " and text[1:].isalpha()),

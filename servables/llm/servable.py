@@ -509,7 +509,8 @@ class LLMServable:
                     decode,
                     sampling.stop,
                     sampling.include_stop_str_in_output,
-                    texts=self.token_texts,
+                    # The texts are those of skipped special tokens.
+                    texts=self.token_texts if skip_special else None,
                 ),
                 prefix=echo,
             )

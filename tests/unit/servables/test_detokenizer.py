@@ -594,7 +594,7 @@ def test_real_tokenizer_token_texts_match_the_decode_path(
     assert calls == 0  # plain English: no tokenizer call at all
 
 
-def test_token_texts_leave_special_and_split_character_tokens_to_the_tokenizer() -> None:
+def test_token_texts_skip_special_tokens_and_leave_split_characters_to_the_tokenizer() -> None:
     vocab = [b"Hello", b" world", b" ", b"\xf0\x9f", b"\x90\x89", b"", b"!"]
     special = {5: "<|end|>"}
 
@@ -610,7 +610,7 @@ def test_token_texts_leave_special_and_split_character_tokens_to_the_tokenizer()
     assert texts is not None
     assert texts.join([0, 1, 6]) == "Hello world!"
     assert texts.join([0, 3]) is None  # the first half of 🐉
-    assert texts.join([5]) is None  # special: its text depends on skip_special_tokens
+    assert texts.join([0, 5, 6]) == "Hello!"  # special tokens skipped (the table's only mode)
     assert texts.join([99]) is None  # not in the vocabulary
 
 
