@@ -50,6 +50,8 @@ logger = logging.getLogger(__name__)
 # Used as max_new_tokens when neither the request, the graph nor the model bounds the output.
 FALLBACK_MAX_NEW_TOKENS = 4096
 USAGE_LOG_SECONDS = 5.0
+SPECULATIVE_TOKENS = 5
+PROMPT_LOOKUP_NGRAM = 3
 DEFAULT_SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "repetition_penalty", "do_sample")
 
 
@@ -155,6 +157,13 @@ class LLMServable:
             if key in DEFAULT_SAMPLING_FIELDS
         }
         self._model_dir = model_dir
+        # openvino-genai refuses requests to a prompt-lookup or draft-model pipeline that do not
+        # say how many tokens to propose; OVMS's defaults (5 tokens, 3-token n-grams).
+        self.speculation: dict[str, Any] = {}
+        if config.draft or config.properties.get("prompt_lookup"):
+            self.speculation["num_assistant_tokens"] = SPECULATIVE_TOKENS
+        if config.properties.get("prompt_lookup"):
+            self.speculation["max_ngram_size"] = PROMPT_LOOKUP_NGRAM
         self.engine = EngineClient(
             EngineSpec(
                 kind=self.kind.value,
@@ -350,7 +359,7 @@ class LLMServable:
 
     def _config(self, request: GenerationRequest, max_new_tokens: int) -> dict[str, Any]:
         sampling = request.sampling
-        config: dict[str, Any] = {"max_new_tokens": max_new_tokens}
+        config: dict[str, Any] = {"max_new_tokens": max_new_tokens, **self.speculation}
         temperature = sampling.temperature
         if temperature is None:
             defaults = self.defaults
