@@ -503,7 +503,12 @@ class GraphRun:
                 self._invoke(node, UNSTARTED, context)
             return
         try:
-            timestamp = handler.readiness()
+            single_context = node.context if node.max_in_flight == 1 else None
+            if single_context is not None:
+                # readiness() and fill_input_set() in one call (the common node).
+                timestamp = handler.take(single_context.inputs._packets)
+            else:
+                timestamp = handler.readiness()
             if timestamp == NOT_READY:
                 # With parallel calls in flight, earlier outputs are still buffered: wait for them.
                 if node.offset is not None and node.in_flight == 0:
@@ -513,8 +518,11 @@ class GraphRun:
                 if node.in_flight == 0:
                     self._spawn(self._close(node))
                 return
-            context = self._acquire_context(node)
-            handler.fill_input_set(timestamp, context.inputs._packets)
+            if single_context is not None:
+                context = single_context
+            else:
+                context = self._acquire_context(node)
+                handler.fill_input_set(timestamp, context.inputs._packets)
         except Exception as error:
             self._record(node, "Process", error)
             return
