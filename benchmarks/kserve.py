@@ -6,17 +6,23 @@ the serving path). Then, one after the other:
 
 1. openvino alone, in this process: the compiled model on an `AsyncInferQueue` of `--nireq`
    infer requests kept full (concurrency 1: one synchronous request at a time) — the limit;
-2. `graphrt serve --config_path ... --port ...` (a model_config_list entry with the same nireq),
+2. the transports' own limit: this script started again as a bare server (`--bare-server`) in
+   its own process, with a do-nothing grpc.aio servicer and a bare aiohttp handler on one event
+   loop (as `graphrt serve` has them), each answering every infer with a prebuilt response of the
+   model's output shape (raw contents over gRPC, the binary-data extension over REST), driven by
+   the same clients as below: what the server would reach if its own per-request work were free;
+3. `graphrt serve --config_path ... --port ...` (a model_config_list entry with the same nireq),
    driven by Triton's asyncio clients with a closed loop of `--concurrency` requests in flight:
    gRPC (`tritonclient.grpc.aio`, raw tensor contents) and REST (`tritonclient.http.aio`, the
    binary-data extension).
 
-Reports requests/s and p50/p99 latency per path and level, and each path's throughput as a
-share of the direct run at the same level. The load generator runs on the same 2 cores as the
-server, so its cost is part of what the ratio measures (as it would be for a sidecar client).
+Reports requests/s and p50/p99 latency per path and level, each path's throughput as a share of
+the direct run at the same level, and each server path's share of its transport's limit (the
+target is >= 0.7). The load generator runs on the same 2 cores as the server, so its cost is
+part of what the ratios measure (as it would be for a sidecar client).
 
     python benchmarks/kserve.py [--concurrency 1 16] [--requests 2000] [--nireq 4]
-        [--hidden 256] [--json F]
+        [--hidden 256] [--rounds 1] [--json F]
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -66,6 +73,7 @@ class Result:
     seconds: float
     p50_ms: float
     p99_ms: float
+    server_cpu_us: float | None = None  # the server process's CPU time per request
 
     @property
     def rps(self) -> float:
@@ -89,10 +97,14 @@ def inputs() -> np.ndarray[Any, Any]:
 
 
 def run_direct(model_xml: Path, concurrency: int, requests: int, nireq: int) -> Result:
-    """openvino alone; concurrency > 1 keeps an AsyncInferQueue of `nireq` requests full."""
+    """openvino alone; concurrency > 1 keeps an AsyncInferQueue of `nireq` requests full.
+
+    Compiled with the properties the server gives a model without plugin_config."""
     import openvino as ov
 
-    compiled = ov.Core().compile_model(str(model_xml), "CPU")
+    from servables.ov_model.model import compile_properties
+
+    compiled = ov.Core().compile_model(str(model_xml), "CPU", compile_properties("CPU", {}))
     x = inputs()
     latencies: list[float] = []
     if concurrency == 1:
@@ -181,6 +193,22 @@ def free_port() -> int:
         return port
 
 
+def wait_ready(rest_port: int, process: subprocess.Popen[bytes], what: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"{what} exited with code {process.returncode}")
+        try:
+            url = f"http://127.0.0.1:{rest_port}/v2/health/ready"
+            with urllib.request.urlopen(url, timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.1)
+    process.terminate()
+    raise SystemExit(f"{what} did not become ready in 60 s")
+
+
 class Server:
     """`graphrt serve` on free ports with a config.json serving the model."""
 
@@ -206,32 +234,173 @@ class Server:
                 "WARNING",
             ]
         )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                url = f"http://127.0.0.1:{self.rest_port}/v2/health/ready"
-                with urllib.request.urlopen(url, timeout=1) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise SystemExit("the server did not become ready in 60 s")
+        wait_ready(self.rest_port, self.process, "graphrt serve")
 
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(30)
 
 
-def print_table(results: Sequence[Result]) -> None:
-    direct = {r.concurrency: r.rps for r in results if r.path == "openvino"}
-    print(f"{'path':<9} {'conc':>4} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'vs openvino':>12}")
-    for r in results:
-        share = r.rps / direct[r.concurrency] if r.concurrency in direct else float("nan")
-        print(
-            f"{r.path:<9} {r.concurrency:>4} {r.rps:>9.0f} {r.p50_ms:>8.3f} {r.p99_ms:>8.3f} "
-            f"{share:>12.2f}"
+class BareServer(Server):
+    """This script with --bare-server: the transports alone (see `serve_bare`)."""
+
+    def __init__(self) -> None:
+        self.rest_port, self.grpc_port = free_port(), free_port()
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--bare-server",
+                "--rest-port",
+                str(self.rest_port),
+                "--grpc-port",
+                str(self.grpc_port),
+            ]
         )
+        wait_ready(self.rest_port, self.process, "the bare server")
+
+
+# ------------------------------------------------------------------------- the transports' limit
+
+
+async def serve_bare(rest_port: int, grpc_port: int) -> None:
+    """A do-nothing KServe server: the same transports `graphrt serve` uses (grpc.aio and aiohttp
+    on one asyncio loop, the same generated servicer and message size options), answering every
+    ModelInfer with a prebuilt response of the model's output shape and datatype."""
+    import grpc
+    from aiohttp import web
+
+    from graphruntime.server.kserve import grpc_predict_v2_pb2 as pb
+    from graphruntime.server.kserve import grpc_predict_v2_pb2_grpc as pb_grpc
+
+    output = np.zeros((1, OUTPUTS), dtype=np.float32).tobytes()
+    grpc_response = pb.ModelInferResponse(model_name=MODEL, model_version="1")
+    grpc_response.outputs.add(name="y", datatype="FP32", shape=[1, OUTPUTS])
+    grpc_response.raw_output_contents.append(output)
+
+    class Servicer(pb_grpc.GRPCInferenceServiceServicer):
+        async def ModelInfer(self, request: Any, context: Any) -> Any:
+            return grpc_response
+
+    limit = 64 * 2**20
+    options = [
+        ("grpc.max_receive_message_length", limit),
+        ("grpc.max_send_message_length", limit),
+    ]
+    server = grpc.aio.server(options=options)
+    pb_grpc.add_GRPCInferenceServiceServicer_to_server(Servicer(), server)  # type: ignore[no-untyped-call]
+    server.add_insecure_port(f"127.0.0.1:{grpc_port}")
+    await server.start()
+
+    header = json.dumps(
+        {
+            "model_name": MODEL,
+            "model_version": "1",
+            "outputs": [
+                {
+                    "name": "y",
+                    "datatype": "FP32",
+                    "shape": [1, OUTPUTS],
+                    "parameters": {"binary_data_size": len(output)},
+                }
+            ],
+        }
+    ).encode()
+    rest_body = header + output
+    rest_headers = {"Inference-Header-Content-Length": str(len(header))}
+
+    async def infer(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(
+            body=rest_body, content_type="application/octet-stream", headers=rest_headers
+        )
+
+    async def ready(request: web.Request) -> web.Response:
+        return web.Response()
+
+    app = web.Application(client_max_size=limit)
+    app.router.add_post("/v2/models/{name}/infer", infer)
+    app.router.add_get("/v2/health/ready", ready)
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", rest_port).start()
+    await asyncio.Event().wait()  # until terminated
+
+
+# ----------------------------------------------------------------------------------- report
+
+PATHS = ["openvino", "gRPC limit", "gRPC", "REST limit", "REST"]
+TARGET_SHARE_OF_LIMIT = 0.7
+
+
+def share(results: Sequence[Result], path: str, of: str, level: int) -> float | None:
+    mine = [r.rps for r in results if r.path == path and r.concurrency == level]
+    base = [r.rps for r in results if r.path == of and r.concurrency == level]
+    if not mine or not base:
+        return None
+    # Rounds pair up in order: the median of the per-round ratios.
+    return float(np.median([a / b for a, b in zip(mine, base, strict=False)]))
+
+
+def print_table(results: Sequence[Result], rounds: int) -> dict[str, Any]:
+    verdicts: dict[str, Any] = {}
+    levels = sorted({r.concurrency for r in results})
+    title = f" KServe v2, medians of {rounds} rounds " if rounds > 1 else " KServe v2 "
+    print("{s:{c}^80}".format(s=title, c="="))
+    print(
+        f"{'path':<11} {'conc':>4} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
+        f"{'vs openvino':>12} {'vs limit':>9} {'server CPU/req':>15}"
+    )
+    for level in levels:
+        for path in PATHS:
+            runs = [r for r in results if r.path == path and r.concurrency == level]
+            if not runs:
+                continue
+            rps = float(np.median([r.rps for r in runs]))
+            p50 = float(np.median([r.p50_ms for r in runs]))
+            p99 = float(np.median([r.p99_ms for r in runs]))
+            direct = share(results, path, "openvino", level)
+            limit = ""
+            if path in ("gRPC", "REST"):
+                value = share(results, path, f"{path} limit", level)
+                if value is not None:
+                    ok = value >= TARGET_SHARE_OF_LIMIT
+                    verdicts[f"{path}_at_{level}_vs_limit"] = {"value": value, "pass": ok}
+                    limit = f"{value:.2f} {'PASS' if ok else 'FAIL'}"
+            cpu = [r.server_cpu_us for r in runs if r.server_cpu_us is not None]
+            cpu_text = f"{float(np.median(cpu)):.0f} us" if cpu else ""
+            print(
+                f"{path:<11} {level:>4} {rps:>9.0f} {p50:>8.3f} {p99:>8.3f} "
+                f"{(direct if direct is not None else float('nan')):>12.2f} {limit:>9} "
+                f"{cpu_text:>15}"
+            )
+    print(
+        f"vs limit: the server's req/s over the bare transport's in the same round (target "
+        f">= {TARGET_SHARE_OF_LIMIT}); server CPU/req: the serving process's CPU time per request "
+        "(steadier than req/s on a shared machine)"
+    )
+    return verdicts
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(
+    server: Server, label: str, levels: Sequence[int], requests: int, into: list[Result]
+) -> None:
+    for level in levels:
+        grpc_url = f"127.0.0.1:{server.grpc_port}"
+        rest_url = f"127.0.0.1:{server.rest_port}"
+        for run, path in ((run_grpc, "gRPC"), (run_rest, "REST")):
+            # Warm-up and measured requests both count: the share of CPU per request.
+            before = cpu_seconds(server.process.pid)
+            found = asyncio.run(run(grpc_url if path == "gRPC" else rest_url, level, requests))
+            found.server_cpu_us = (cpu_seconds(server.process.pid) - before) / (requests + 50) * 1e6
+            found.path = f"{path}{label}"
+            into.append(found)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -240,29 +409,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--nireq", type=int, default=4)
     parser.add_argument("--hidden", type=int, default=256, help="hidden layer width")
+    parser.add_argument("--rounds", type=int, default=1, help="limit/server pairs (medians)")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--bare-server", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--rest-port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--grpc-port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.bare_server:
+        asyncio.run(serve_bare(args.rest_port, args.grpc_port))
+        return 0
+    print(f"load: {' '.join(Path('/proc/loadavg').read_text().split()[:3])} (1/5/15 min)")
     results: list[Result] = []
     with tempfile.TemporaryDirectory() as tmp:
         repository = Path(tmp)
         save_model(repository / MODEL / "1", args.hidden)
-        for level in args.concurrency:
-            results.append(
-                run_direct(repository / MODEL / "1" / "model.xml", level, args.requests, args.nireq)
-            )
+        model_xml = repository / MODEL / "1" / "model.xml"
+        bare = BareServer()
         server = Server(repository, args.nireq)
         try:
-            for level in args.concurrency:
-                grpc_url = f"127.0.0.1:{server.grpc_port}"
-                rest_url = f"127.0.0.1:{server.rest_port}"
-                results.append(asyncio.run(run_grpc(grpc_url, level, args.requests)))
-                results.append(asyncio.run(run_rest(rest_url, level, args.requests)))
+            for _ in range(args.rounds):
+                for level in args.concurrency:
+                    results.append(run_direct(model_xml, level, args.requests, args.nireq))
+                measure(bare, " limit", args.concurrency, args.requests, results)
+                measure(server, "", args.concurrency, args.requests, results)
         finally:
             server.stop()
-    results.sort(key=lambda r: (r.concurrency, ["openvino", "gRPC", "REST"].index(r.path)))
-    print_table(results)
+            bare.stop()
+    print(f"load: {' '.join(Path('/proc/loadavg').read_text().split()[:3])} (1/5/15 min)")
+    verdicts = print_table(results, args.rounds)
     if args.json:
-        args.json.write_text(json.dumps([asdict(r) | {"rps": r.rps} for r in results], indent=2))
+        args.json.write_text(
+            json.dumps(
+                {"results": [asdict(r) | {"rps": r.rps} for r in results], "targets": verdicts},
+                indent=2,
+            )
+        )
     return 0
 
 

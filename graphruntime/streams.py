@@ -178,7 +178,8 @@ class OutputStream:
             if consumer.max_size > 0 and len(queue) >= consumer.max_size and not consumer.full:
                 consumer.full = True
                 consumer.on_full_change(consumer, True)
-            schedule(consumer.node)
+            if not consumer.node.queued:  # (schedule() checks it too; this saves the call)
+                schedule(consumer.node)
         for observer in self.observers:
             observer(packet)
 

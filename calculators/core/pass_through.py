@@ -40,7 +40,7 @@ class PassThroughCalculator(Calculator):
             cc.output_side_packets.set(flat_id, cc.input_side_packets[flat_id])
 
     def process(self, cc: CalculatorContext) -> None:
-        outputs = cc.outputs
-        for flat_id, packet in enumerate(cc.inputs):
+        # Inputs and outputs share their layout, so flat ids pair up in iteration order.
+        for packet, output in zip(cc.inputs, cc.outputs, strict=True):
             if not packet.is_empty():
-                outputs[flat_id].add_packet(packet)
+                output.add_packet(packet)

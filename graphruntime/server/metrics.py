@@ -222,6 +222,7 @@ class Metrics:
         self.generated_tokens = Counter(
             "graphrt_llm_generated_tokens", "Tokens generated.", ["name"], registry=registry
         )
+        self._children: dict[tuple[str, str], tuple[Any, Any, Any, Any]] = {}
 
     @contextlib.contextmanager
     def request(
@@ -234,17 +235,28 @@ class Metrics:
         else:
             self.requests_accepted.inc(*labels)
         record = RequestRecord(self, labels)
+        children = self._children.get((interface, name))
+        if children is None:
+            # prometheus_client's labels() costs ~10 us a call (lock, validation); a request
+            # needs six, so the labelled children are looked up once per (interface, name).
+            children = self._children[(interface, name)] = (
+                self.current_requests.labels(name),
+                self.current_graphs.labels(name),
+                self.graph_time.labels(name),
+                self.request_time.labels(interface, name),
+            )
+        current_requests, current_graphs, graph_time, request_time = children
         started = time.perf_counter()
-        self.current_requests.labels(name).inc()
-        self.current_graphs.labels(name).inc()
+        current_requests.inc()
+        current_graphs.inc()
         try:
             yield record
         finally:
             elapsed_us = (time.perf_counter() - started) * 1e6
-            self.graph_time.labels(name).observe(elapsed_us)
-            self.request_time.labels(interface, name).observe(elapsed_us)
-            self.current_graphs.labels(name).dec()
-            self.current_requests.labels(name).dec()
+            graph_time.observe(elapsed_us)
+            request_time.observe(elapsed_us)
+            current_graphs.dec()
+            current_requests.dec()
             (self.requests_success if record.succeeded else self.requests_fail).inc(*labels)
 
     def render(self) -> bytes:

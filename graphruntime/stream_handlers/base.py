@@ -61,6 +61,22 @@ class InputStreamHandler:
     def fill_input_set(self, timestamp: int, packets: list[Packet[Any]]) -> None:
         raise NotImplementedError
 
+    def take(self, packets: list[Packet[Any]]) -> int:
+        """`readiness()`, and when it gives an input timestamp, `fill_input_set()` for it: the
+        scheduler's one call per step for a node without parallel calls. A handler may do both
+        at once for speed; the result must be the same."""
+        timestamp = self.readiness()
+        if timestamp != NOT_READY and timestamp != READY_FOR_CLOSE:
+            self.fill_input_set(timestamp, packets)
+        return timestamp
+
+    def quiet_bound(self) -> int | None:
+        """After a process() call: None, or, when the handler can tell cheaply and without
+        side effects that no input set is ready (readiness() would say NOT_READY), the value
+        min_stream_timestamp() has then. Lets the scheduler skip a step that would only find
+        the node not ready; None is always correct."""
+        return None
+
     def min_stream_timestamp(self) -> int:
         """Earliest timestamp that may still be processed; drives offset bound propagation."""
         result = DONE

@@ -51,6 +51,23 @@ class DefaultInputStreamHandler(InputStreamHandler):
             return READY_FOR_CLOSE if single.bound >= ONE_OVER_POSTSTREAM else NOT_READY
         return self.sync_set.readiness()[0]
 
+    def take(self, packets: list[Packet[Any]]) -> int:
+        single = self._single
+        if single is None:
+            return super().take(packets)
+        queue = single.queue
+        if not queue:
+            return READY_FOR_CLOSE if single.bound >= ONE_OVER_POSTSTREAM else NOT_READY
+        timestamp: int = queue[0]._timestamp
+        packets[0] = single.pop_at(timestamp)
+        return timestamp
+
+    def quiet_bound(self) -> int | None:
+        single = self._single
+        if single is not None and not single.queue and single.bound < ONE_OVER_POSTSTREAM:
+            return single.bound
+        return None
+
     def fill_input_set(self, timestamp: int, packets: list[Packet[Any]]) -> None:
         single = self._single
         if single is not None:

@@ -23,14 +23,26 @@ Two problems make `decode(new_ids)` per engine step wrong:
   tie, the longest, i.e. the earliest start), which is also what any other split of the same text
   into steps would give, so results do not depend on how the engine batches tokens. Only the
   held-back tail plus the new delta is searched, since an earlier match would already have fired.
+
+A tokenizer call costs ~0.15-0.5 ms of CPU on these machines whatever its size, once per engine
+step: the frontend's largest cost per token under load (py-spy, concurrency 8: a third of its
+time). Most steps need no call at all. For byte-level BPE vocabularies (GPT-2, Llama 3, Qwen,
+SmolLM2) decoding is concatenation: decode(a + b) == decode(a) + decode(b) whenever every token
+is a whole character run. `TokenTexts` holds each such token's text, found and checked once at
+load (every token next to two anchor tokens, on both sides, plus random runs, in two batched
+calls); a step whose tokens all have a text, arriving when nothing is pending, is turned into
+text by joining them (a skipped special token's text is ""). Everything else (the bytes of a
+split character, requests that keep special tokens, any tokenizer that failed the check, e.g.
+one that cleans up spaces) takes the decode path above.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Callable, Sequence
 
-__all__ = ["DecodeBatcher", "IncrementalDetokenizer"]
+__all__ = ["DecodeBatcher", "IncrementalDetokenizer", "TokenTexts"]
 
 _REPLACEMENT_CHAR = "\ufffd"
 
@@ -49,6 +61,86 @@ _MAX_SILENT_PENDING = 8
 # - text that keeps ending with U+FFFD (steps that keep ending inside a character, or bytes that
 #   never form one) is flushed as decoded, U+FFFD included, once this many ids are pending.
 _MAX_PENDING = 64
+
+
+DecodeMany = Callable[[list[list[int]], bool], list[str]]
+
+# Random runs of plain tokens checked at load, and their longest length.
+_CHECK_RUNS = 2000
+_CHECK_RUN_LENGTH = 8
+
+
+class TokenTexts:
+    """The text of every token whose decoding is plain concatenation (module docstring)."""
+
+    __slots__ = ("texts",)
+
+    def __init__(self, texts: Sequence[str | None]) -> None:
+        self.texts = list(texts)  # None: decode such a token with the tokenizer
+
+    def join(self, token_ids: Sequence[int]) -> str | None:
+        """The text of these tokens, or None if one of them needs the tokenizer."""
+        texts = self.texts
+        count = len(texts)
+        parts = []
+        for token in token_ids:
+            token = int(token)
+            text = texts[token] if 0 <= token < count else None
+            if text is None:
+                return None
+            parts.append(text)
+        return "".join(parts)
+
+    @classmethod
+    def build(cls, decode_many: DecodeMany, vocab_size: int) -> TokenTexts | None:
+        """Decode every token alone, keep those that concatenate; None if the check fails.
+
+        The texts are those of decoding with special tokens skipped (the default; requests
+        that keep special tokens do not use the table). A token is kept when its text has no
+        U+FFFD (so it is not part of a split character) and is either the same non-empty text
+        as without skipping, or empty while the unskipped text is not (a special token), and
+        when next to each anchor (a word, a word after a space, a lone space) on either side it
+        decodes as the two texts joined. Then random runs of kept tokens must decode as their
+        texts joined, or the tokenizer is not concatenative and None is returned.
+        """
+        ids = [[token] for token in range(vocab_size)]
+        skipped = decode_many(ids, True)
+        kept = decode_many(ids, False)
+        texts: list[str | None] = [
+            a if (a == b or not a) and b and "\ufffd" not in a else None
+            for a, b in zip(skipped, kept, strict=True)
+        ]
+        plain = [token for token, text in enumerate(texts) if text is not None]
+        if not any(texts[token] for token in plain):
+            return None
+        word = next((t for t in plain if (texts[t] or "").isalpha()), None)
+        spaced = next(
+            (t for t in plain if (text := texts[t] or "")[:1] == " " and text[1:].isalpha()),
+            None,
+        )
+        if word is None or spaced is None:
+            return None
+        # A lone space, if the vocabulary has one, catches clean-ups such as " ." -> ".".
+        space = next((t for t in plain if texts[t] == " "), None)
+        anchors = [anchor for anchor in (word, spaced, space) if anchor is not None]
+        windows = [pair for anchor in anchors for t in plain for pair in ([anchor, t], [t, anchor])]
+        for window, text in zip(windows, decode_many(windows, True), strict=True):
+            first, second = window
+            if text != (texts[first] or "") + (texts[second] or ""):
+                texts[second if first in anchors else first] = None
+        plain = [token for token, text in enumerate(texts) if text is not None]
+        if len(plain) < 2:
+            return None
+        rng = random.Random(0)
+        runs = [
+            [rng.choice(plain) for _ in range(rng.randint(2, _CHECK_RUN_LENGTH))]
+            for _ in range(_CHECK_RUNS)
+        ]
+        table = cls(texts)
+        for run, text in zip(runs, decode_many(runs, True), strict=True):
+            if text != table.join(run):
+                return None
+        return table
 
 
 class IncrementalDetokenizer:
@@ -73,6 +165,7 @@ class IncrementalDetokenizer:
         "_stop",
         "_stopped",
         "_text",
+        "_texts",
         "_token_count",
     )
 
@@ -81,6 +174,7 @@ class IncrementalDetokenizer:
         decode: Callable[[Sequence[int]], str],
         stop: Sequence[str] = (),
         include_stop_str_in_output: bool = False,
+        texts: TokenTexts | None = None,
     ) -> None:
         if isinstance(stop, str):
             raise TypeError("stop must be a sequence of strings, not a string")
@@ -100,6 +194,7 @@ class IncrementalDetokenizer:
         self._stopped = False
         self._finished = False
         self._token_count = 0
+        self._texts = texts  # token texts that skip the tokenizer (module docstring)
 
     @property
     def stopped(self) -> bool:
@@ -124,8 +219,40 @@ class IncrementalDetokenizer:
 
     def add(self, token_ids: Sequence[int]) -> str:
         """Take the new ids of one engine step; return the text safe to send now ("" if none)."""
+        fast = self.add_plain(token_ids)
+        if fast is not None:
+            return fast
         windows = self.windows(token_ids)
         return self.deliver([self._decode(window) for window in windows])
+
+    def add_plain(self, token_ids: Sequence[int]) -> str | None:
+        """`add` without the tokenizer, when `TokenTexts` knows every token and nothing is
+        pending; None otherwise (then use `windows` and `deliver`, or `add`)."""
+        texts = self._texts
+        if (
+            texts is None
+            or self._finished
+            or self._stopped
+            or self._read_offset != len(self._ids)
+            or self._sent
+            or len(token_ids) == 0
+        ):
+            return None
+        delta = texts.join(token_ids)
+        if delta is None:
+            return None
+        # What `windows` + `deliver` do at a clean point, with decode(ids) known to be
+        # decode(context) + delta.
+        self._token_count += len(token_ids)
+        ids = self._ids
+        ids.extend(map(int, token_ids))
+        if len(ids) > 2 * _CONTEXT_TOKENS:
+            del ids[: len(ids) - _CONTEXT_TOKENS]
+            self._prefix_text = None
+        elif self._prefix_text is not None:
+            self._prefix_text += delta
+        self._read_offset = len(ids)
+        return self._release(delta, final=False)
 
     def windows(self, token_ids: Sequence[int]) -> list[list[int]]:
         """First half of `add`: take the ids, return the id windows that need decoding.

@@ -34,7 +34,7 @@ from servables.engine.client import EngineClient, RequestStream
 from servables.engine.messages import AddRequest, EngineSpec
 from servables.errors import InvalidRequest, ServableLoadError, ServableNotReady
 from servables.llm.chat_template import ChatTemplate, find_template, special_token
-from servables.llm.detokenizer import DecodeBatcher, IncrementalDetokenizer
+from servables.llm.detokenizer import DecodeBatcher, IncrementalDetokenizer, TokenTexts
 from servables.llm.grammar_check import check_json_schema
 from servables.llm.model_files import (
     PipelineType,
@@ -68,6 +68,8 @@ logger = logging.getLogger(__name__)
 # Used as max_new_tokens when neither the request, the graph nor the model bounds the output.
 FALLBACK_MAX_NEW_TOKENS = 4096
 USAGE_LOG_SECONDS = 5.0
+SPECULATIVE_TOKENS = 5
+PROMPT_LOOKUP_NGRAM = 3
 DEFAULT_SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "repetition_penalty", "do_sample")
 
 
@@ -205,6 +207,13 @@ class LLMServable:
             if key in DEFAULT_SAMPLING_FIELDS
         }
         self._model_dir = model_dir
+        # openvino-genai refuses requests to a prompt-lookup or draft-model pipeline that do not
+        # say how many tokens to propose; OVMS's defaults (5 tokens, 3-token n-grams).
+        self.speculation: dict[str, Any] = {}
+        if config.draft or config.properties.get("prompt_lookup"):
+            self.speculation["num_assistant_tokens"] = SPECULATIVE_TOKENS
+        if config.properties.get("prompt_lookup"):
+            self.speculation["max_ngram_size"] = PROMPT_LOOKUP_NGRAM
         self.engine = EngineClient(
             EngineSpec(
                 kind=self.kind.value,
@@ -219,6 +228,7 @@ class LLMServable:
         )
         self.tokenizer: Any = None
         self.vocabulary_size = vocabulary_size(config.models_path)
+        self.token_texts: TokenTexts | None = None
         self.batcher = DecodeBatcher(self._decode_many)
         self.template: ChatTemplate | None = None
         # Resolved at load (detected from the template when the options leave them unset).
@@ -278,6 +288,7 @@ class LLMServable:
         eos = special_token(self._model_dir, "eos_token") or tokenizer.get_eos_token()
         self.template = ChatTemplate(source, bos, eos)
         self.tokenizer = tokenizer
+        self.token_texts = self._token_texts()
         self._resolve_parsers(source.tool_text or source.text)
 
     def _resolve_parsers(self, template_text: str) -> None:
@@ -300,6 +311,22 @@ class LLMServable:
             self.reasoning_parser or "none",
             ", tool-guided generation" if self.config.enable_tool_guided_generation else "",
         )
+
+    def _token_texts(self) -> TokenTexts | None:
+        """Texts that let most engine steps skip the tokenizer (see servables.llm.detokenizer)."""
+        started = time.perf_counter()
+        try:
+            texts = TokenTexts.build(self._decode_many, len(self.tokenizer.get_vocab()))
+        except (RuntimeError, ValueError, TypeError, UnicodeDecodeError) as error:
+            logger.debug("%s: every step decodes with the tokenizer (%s)", self.name, error)
+            return None
+        logger.debug(
+            "%s: token texts %s in %.1f s",
+            self.name,
+            "ready" if texts else "not usable (the tokenizer does not concatenate)",
+            time.perf_counter() - started,
+        )
+        return texts
 
     def _log_usage(self, step: Any) -> None:
         """OVMS's periodic INFO line, every few seconds while the engine is busy.
@@ -475,7 +502,7 @@ class LLMServable:
 
     def _config(self, request: GenerationRequest, max_new_tokens: int) -> dict[str, Any]:
         sampling = request.sampling
-        config: dict[str, Any] = {"max_new_tokens": max_new_tokens}
+        config: dict[str, Any] = {"max_new_tokens": max_new_tokens, **self.speculation}
         temperature = sampling.temperature
         if temperature is None:
             defaults = self.defaults
@@ -635,7 +662,13 @@ class LLMServable:
         choices = {
             index: _Choice(
                 index,
-                IncrementalDetokenizer(decode, sampling.stop, sampling.include_stop_str_in_output),
+                IncrementalDetokenizer(
+                    decode,
+                    sampling.stop,
+                    sampling.include_stop_str_in_output,
+                    # The texts are those of skipped special tokens.
+                    texts=self.token_texts if skip_special else None,
+                ),
                 prefix=echo,
                 parser=plan.make_parser(),
                 max_calls=None if request.parallel_tool_calls else 1,
@@ -704,10 +737,11 @@ class LLMServable:
                     choice.tokens += len(tokens)
                     stats.completion_tokens += len(tokens)
                     detokenizer = choice.detokenizer
-                    windows = detokenizer.windows(tokens)
-                    update.text += detokenizer.deliver(
-                        await self.batcher.decode(windows, skip_special)
-                    )
+                    text = detokenizer.add_plain(tokens)
+                    if text is None:
+                        windows = detokenizer.windows(tokens)
+                        text = detokenizer.deliver(await self.batcher.decode(windows, skip_special))
+                    update.text += text
                     if want_logprobs:
                         pieces = await self.batcher.decode([[t] for t in tokens], False)
                         update.logprobs = (update.logprobs or []) + [

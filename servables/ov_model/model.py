@@ -2,12 +2,26 @@
 
 `nireq` infer requests run concurrently (OVMS's `nireq`); a request borrows one from the pool
 and runs it on one of the model's `nireq` threads (OpenVINO releases the GIL while it infers), so
-inference never blocks the event loop and concurrent requests overlap on the device. Not
+inference never blocks the event loop for long and concurrent requests overlap on the device. Not
 `start_async` with a completion callback: when an inference fails, OpenVINO's Python binding
 throws inside its callback wrapper and never calls the Python function, so the caller would wait
-forever and the infer request would never return to the pool. Inputs are checked against the model's
-inputs (name, element type, shape) with messages that name the input; numpy arrays are handed to
-OpenVINO without copying.
+forever and the infer request would never return to the pool.
+
+Small models run on the event loop instead: handing an inference to a thread and waking the loop
+when it is done costs ~0.1-0.3 ms of CPU and latency on these machines, more than a tiny model's
+whole inference (benchmarks/kserve.py's MLP: ~0.05-0.15 ms). At load the model times a few
+inferences on zeros (dynamic dimensions at 1; the first also warms the model up; CPU time, so a
+busy machine does not make the model look slow); a request then
+runs inline when that time, scaled by its input size, is below INLINE_MAX_SECONDS, and while the
+inline runs themselves stay fast. Everything else goes to the threads, so the loop is never held
+much longer than that. (Timing on the threads instead would not work: there the measured time
+includes waiting for the GIL and for the other threads, which grows with the load.)
+
+Inputs are checked against the model's inputs (name, element type, shape) with messages that name
+the input. They reach OpenVINO as tensors set on the infer request, not through its Python input
+dispatcher (which costs ~40-60 us per call): a writable C-contiguous array is shared without a
+copy; a read-only one (a view of request bytes, which cannot be shared) is copied once. Outputs
+are copied once out of the infer request, which is reused.
 """
 
 from __future__ import annotations
@@ -15,6 +29,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,6 +43,17 @@ from servables.errors import InvalidRequest, ServableError, ServableLoadError
 from servables.ov_model.datatypes import OPENVINO_TO_KSERVE, kserve_name
 
 logger = logging.getLogger(__name__)
+
+# A request whose estimated inference time is below this runs on the event loop (module docstring).
+INLINE_MAX_SECONDS = 300e-6
+# Timed inferences at load (after one warm-up); the fastest is the model's cost. Enough that a
+# busy machine (runs delayed by other processes) still shows it; fewer when the answer is clear.
+CALIBRATION_RUNS = 20
+# Inlining stops for good when most of this many recent inline runs took over ten times the limit
+# (the load-time timing misjudged the model). Wall time, so a busy machine stretches every run; the
+# margin keeps that from counting, and single slow runs do not count either.
+INLINE_WINDOW = 16
+INLINE_SLOW_FACTOR = 10
 
 _core_lock = threading.Lock()
 _core: Any = None
@@ -75,6 +102,36 @@ def find_model_file(directory: Path) -> Path:
     return candidates[0]
 
 
+# Properties that say how a CPU model uses threads; when plugin_config sets none of them the
+# model is compiled with the THROUGHPUT hint (see `compile_properties`).
+THREADING_PROPERTIES = frozenset(
+    {
+        "PERFORMANCE_HINT",
+        "NUM_STREAMS",
+        "INFERENCE_NUM_THREADS",
+        "CPU_THROUGHPUT_STREAMS",
+        "CPU_THREADS_NUM",
+    }
+)
+
+
+def compile_properties(device: str, properties: Mapping[str, Any]) -> dict[str, Any]:
+    """plugin_config, plus the THROUGHPUT hint on CPU when it says nothing about threading.
+
+    OpenVINO's CPU default is the LATENCY hint: one stream whose inference is split over all
+    cores. A server runs `nireq` requests at once, which is what throughput streams are for (OVMS
+    documents CPU_THROUGHPUT_AUTO as its default for the same reason), and the latency layout
+    costs far more CPU per request: after every inference its helper threads spin waiting for
+    the next one. Measured on 2 cores with benchmarks/kserve.py's MLP and a request every
+    millisecond: ~825 us of CPU per inference with LATENCY, ~225 us with THROUGHPUT, for the
+    same ~0.15 ms latency; the server's CPU per gRPC request fell by about as much.
+    """
+    compiled = dict(properties)
+    if device.upper().startswith("CPU") and not THREADING_PROPERTIES & set(compiled):
+        compiled["PERFORMANCE_HINT"] = "THROUGHPUT"
+    return compiled
+
+
 def _parse_shape(text: str) -> list[int]:
     """'(1,3,224,224)' or '[1, -1]' -> [1, 3, 224, 224]."""
     cleaned = text.strip().strip("()[]")
@@ -113,8 +170,14 @@ class OpenVINOModel:
         self.outputs: list[TensorSpec] = []
         self.nireq = 0
         self._compiled: Any = None
-        self._pool: asyncio.Queue[Any] | None = None
+        self._pool: asyncio.Queue[InferSlot] | None = None
         self._threads: ThreadPoolExecutor | None = None
+        self._output_names: list[str] = []
+        # One inference's time and input size at load; whether recent inline runs were slow.
+        self._inline_seconds = float("inf")
+        self._inline_bytes = 1
+        self._slow_runs: deque[bool] = deque(maxlen=INLINE_WINDOW)
+        self._slow_count = 0
 
     def load(self) -> None:
         """Read, reshape and compile (blocking: call from a worker thread)."""
@@ -123,14 +186,18 @@ class OpenVINOModel:
             model = core().read_model(str(path))
             self._reshape(model)
             self._set_layout(model)
-            compiled = core().compile_model(model, self.device, self.properties)
+            compiled = core().compile_model(
+                model, self.device, compile_properties(self.device, self.properties)
+            )
         except RuntimeError as error:
             raise ServableLoadError(f"{self.name} version {self.version}: {error}") from error
         self._compiled = compiled
         self.inputs = [_spec(port) for port in compiled.inputs]
         self.outputs = [_spec(port) for port in compiled.outputs]
+        self._output_names = [spec.name for spec in self.outputs]
         optimal = compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")
         self.nireq = self.nireq_setting if self.nireq_setting > 0 else max(1, int(optimal))
+        self._calibrate()
 
     def _reshape(self, model: Any) -> None:
         if self.shape == "auto":
@@ -165,7 +232,7 @@ class OpenVINOModel:
         """Create the infer-request pool (on the event loop that will serve requests)."""
         self._pool = asyncio.Queue()
         for _ in range(self.nireq):
-            self._pool.put_nowait(self._compiled.create_infer_request())
+            self._pool.put_nowait(InferSlot(self._compiled.create_infer_request()))
         self._threads = ThreadPoolExecutor(self.nireq, thread_name_prefix=f"infer-{self.name}")
 
     def check_inputs(self, inputs: Mapping[str, np.ndarray[Any, Any]]) -> None:
@@ -193,12 +260,68 @@ class OpenVINOModel:
                     param=name,
                 )
 
+    def _calibrate(self) -> None:
+        """Time inferences on zeros (see the module docstring); no inlining if they fail."""
+        import openvino
+
+        try:
+            inputs = {}
+            for port in self._compiled.inputs:
+                dims = port.get_partial_shape()
+                shape = [1 if dim.is_dynamic else dim.get_length() for dim in dims]
+                inputs[port.get_any_name()] = openvino.Tensor(port.get_element_type(), shape)
+            request = self._compiled.create_infer_request()
+            times = []
+            for _ in range(CALIBRATION_RUNS + 1):
+                # CPU time of the process, not wall time: on a busy machine the runs wait for a
+                # core, which says nothing about the model; the fastest run is the model's cost.
+                started = time.process_time()
+                request.infer(inputs)
+                times.append(time.process_time() - started)
+                if len(times) > 1:
+                    fastest = min(times[1:])
+                    if fastest > 10 * INLINE_MAX_SECONDS:
+                        return  # not a small model: no need for more runs
+                    if fastest < INLINE_MAX_SECONDS / 2 and len(times) > 3:
+                        break  # clearly small
+        except (RuntimeError, TypeError, ValueError) as error:
+            logger.debug("%s: no timing at load (%s); inferences run on threads", self.name, error)
+            return
+        self._inline_seconds = min(times[1:])
+        self._inline_bytes = max(1, sum(tensor.byte_size for tensor in inputs.values()))
+        logger.debug(
+            "%s: %.0f us per inference at load; inline up to %.0f us",
+            self.name,
+            self._inline_seconds * 1e6,
+            INLINE_MAX_SECONDS * 1e6,
+        )
+
+    def _run_inline(self, input_bytes: int) -> bool:
+        """Whether this request's inference is cheap enough to run on the event loop."""
+        estimate = self._inline_seconds * max(1.0, input_bytes / self._inline_bytes)
+        return estimate < INLINE_MAX_SECONDS
+
+    def _inline_ran(self, seconds: float) -> None:
+        slow = seconds > INLINE_SLOW_FACTOR * INLINE_MAX_SECONDS
+        runs = self._slow_runs
+        if len(runs) == INLINE_WINDOW:
+            self._slow_count -= runs[0]
+        runs.append(slow)
+        self._slow_count += slow
+        if self._slow_count > INLINE_WINDOW // 2:
+            self._inline_seconds = float("inf")
+            logger.info(
+                "%s: inline inferences take over %.0f us; running them on threads from now on",
+                self.name,
+                INLINE_SLOW_FACTOR * INLINE_MAX_SECONDS * 1e6,
+            )
+
     async def infer(
         self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str] | None = None
     ) -> dict[str, np.ndarray[Any, Any]]:
         """Run one inference; returns the requested outputs (all by default) as numpy arrays."""
         self.check_inputs(inputs)
-        names = [spec.name for spec in self.outputs]
+        names = self._output_names
         wanted = list(outputs) if outputs else names
         for name in wanted:
             if name not in names:
@@ -208,14 +331,26 @@ class OpenVINOModel:
                 )
         pool, threads = self._pool, self._threads
         assert pool is not None and threads is not None, "start() was not called"
-        request = await pool.get()
+        slot = await pool.get()
+        input_bytes = sum(array.nbytes for array in inputs.values())
+        if self._run_inline(input_bytes):
+            try:
+                started = time.perf_counter()
+                results = _infer(slot, inputs, wanted)
+                self._inline_ran(time.perf_counter() - started)
+                return results
+            except RuntimeError as error:
+                logger.error("%s: inference failed: %s", self.name, error)
+                raise ServableError(f"{self.name}: inference failed: {error}") from error
+            finally:
+                pool.put_nowait(slot)
         job = asyncio.get_running_loop().run_in_executor(
-            threads, _infer, request, dict(inputs), wanted
+            threads, _infer, slot, dict(inputs), wanted
         )
 
         def release(finished: asyncio.Future[Any]) -> None:
             # Only once OpenVINO is done with the request, even if the caller was cancelled.
-            pool.put_nowait(request)
+            pool.put_nowait(slot)
             if not finished.cancelled():
                 finished.exception()  # retrieved: a cancelled caller no longer wants it
 
@@ -227,7 +362,48 @@ class OpenVINOModel:
             raise ServableError(f"{self.name}: inference failed: {error}") from error
 
 
-def _infer(request: Any, inputs: dict[str, Any], outputs: list[str]) -> dict[str, Any]:
-    """On a model thread: run, and copy the outputs before the request can be reused."""
-    request.infer(inputs, share_inputs=True)
-    return {name: request.get_tensor(name).data.copy() for name in outputs}
+class InferSlot:
+    """An infer request and the input tensors set on it.
+
+    The request keeps only OpenVINO's side of a tensor set with `set_tensor`; the Python tensor
+    owns the reference to the numpy memory it shares. So each stays here until the next request
+    on this slot replaces it, or the memory would be freed under the request.
+    """
+
+    __slots__ = ("inputs", "request")
+
+    def __init__(self, request: Any) -> None:
+        self.request = request
+        self.inputs: dict[str, Any] = {}
+
+
+def _input_tensor(array: np.ndarray[Any, Any]) -> Any:
+    """An ov.Tensor for an input: the array's own memory when OpenVINO may share it (writable
+    and C-contiguous), else a copy in memory the tensor owns."""
+    import openvino
+
+    if not (array.flags.writeable and array.flags.c_contiguous):
+        array = np.array(array, order="C")  # the one copy (ov.Tensor refuses read-only arrays)
+    return openvino.Tensor(array, shared_memory=True)
+
+
+def _output_array(tensor: Any) -> np.ndarray[Any, Any]:
+    """A copy of an output tensor (the infer request is reused): writable and owned by the caller,
+    who may pass it on (as an ov.Tensor sharing its memory, say)."""
+    copied: np.ndarray[Any, Any] = tensor.data.copy()
+    return copied
+
+
+def _infer(slot: InferSlot, inputs: Mapping[str, Any], outputs: list[str]) -> dict[str, Any]:
+    """Run, and copy the outputs before the request can be reused."""
+    request = slot.request
+    dispatched = {}
+    for name, array in inputs.items():
+        if array.dtype.kind in "OSU":  # BYTES/strings: OpenVINO's dispatcher converts them
+            dispatched[name] = array
+        else:
+            tensor = _input_tensor(array)
+            request.set_tensor(name, tensor)
+            slot.inputs[name] = tensor  # after set_tensor: the old one is no longer used
+    request.infer(dispatched or None, share_inputs=True)
+    return {name: _output_array(request.get_tensor(name)) for name in outputs}

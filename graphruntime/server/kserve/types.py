@@ -3,7 +3,9 @@
 REST (JSON, plus the binary-data extension Triton and KServe clients use) and gRPC (typed
 contents or `raw_input_contents`) both convert to and from these types, so the data plane behind
 them is written once. Tensors are numpy arrays; raw bytes become arrays without a copy
-(`np.frombuffer`); BYTES tensors hold Python `bytes` objects.
+(`np.frombuffer` over the received buffer, sliced with memoryviews), and an output array over a
+`bytes` buffer (what the model servable returns) is sent as that buffer; BYTES tensors hold Python
+`bytes` objects.
 """
 
 from __future__ import annotations
@@ -95,7 +97,10 @@ def _dtype(datatype: str, name: str) -> np.dtype[np.generic]:
     return dtype
 
 
-def decode_bytes_tensor(raw: bytes, count: int, name: str) -> Array:
+Buffer = bytes | memoryview
+
+
+def decode_bytes_tensor(raw: Buffer, count: int, name: str) -> Array:
     """BYTES raw form: each element is a 4-byte little-endian length and that many bytes."""
     items: list[bytes] = []
     offset = 0
@@ -106,7 +111,7 @@ def decode_bytes_tensor(raw: bytes, count: int, name: str) -> Array:
         offset += 4
         if offset + length > len(raw):
             raise InvalidRequest(f"Invalid BYTES content of input {name}", param=name)
-        items.append(raw[offset : offset + length])
+        items.append(bytes(raw[offset : offset + length]))
         offset += length
     if len(items) != count:
         raise InvalidRequest(
@@ -122,16 +127,17 @@ def encode_bytes_tensor(data: Array) -> bytes:
     )
 
 
-def array_from_raw(raw: bytes, datatype: str, shape: Sequence[int], name: str) -> Array:
+def array_from_raw(raw: Buffer, datatype: str, shape: Sequence[int], name: str) -> Array:
     """An input tensor from its raw bytes (binary extension or raw_input_contents)."""
     count = _element_count(shape, name)
     if datatype == "BYTES":
         return decode_bytes_tensor(raw, count, name).reshape(shape)
     dtype = _dtype(datatype, name)
     expected = count * dtype.itemsize
-    if len(raw) != expected:
+    size = raw.nbytes if isinstance(raw, memoryview) else len(raw)
+    if size != expected:
         raise InvalidRequest(
-            f"Invalid content size of input {name}: got {len(raw)} bytes, expected {expected} "
+            f"Invalid content size of input {name}: got {size} bytes, expected {expected} "
             f"for shape {list(shape)} of {datatype}",
             param=name,
         )
@@ -240,10 +246,30 @@ def response_to_grpc(response: InferResponse) -> Any:
     return message
 
 
-def raw_bytes(tensor: InferTensor) -> bytes:
+def raw_buffer(tensor: InferTensor) -> Buffer:
+    """The tensor's raw form (little-endian values, row-major; length-prefixed for BYTES) as a
+    buffer, without copying when the array's memory already is that form."""
     if tensor.datatype == "BYTES":
         return encode_bytes_tensor(tensor.data)
-    return np.ascontiguousarray(tensor.data, dtype=tensor.data.dtype.newbyteorder("<")).tobytes()
+    data = tensor.data
+    base: object = data.base
+    while isinstance(base, np.ndarray):  # a reshaped view of a view of the buffer...
+        base = base.base
+    native = data.dtype.newbyteorder("<") == data.dtype
+    if type(base) is bytes and data.flags.c_contiguous and data.nbytes == len(base) and native:
+        return base  # e.g. an input passed through a graph: the request's own bytes
+    contiguous: Any = (
+        data
+        if data.flags.c_contiguous and native
+        else np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("<"))
+    )
+    return memoryview(contiguous).cast("B")
+
+
+def raw_bytes(tensor: InferTensor) -> bytes:
+    """`raw_buffer` as bytes (what protobuf fields take)."""
+    buffer = raw_buffer(tensor)
+    return buffer if isinstance(buffer, bytes) else buffer.tobytes()
 
 
 # ----------------------------------------------------------------------------------- REST
@@ -255,8 +281,9 @@ def request_from_rest(
     model: str, version: str, body: bytes, header_length: int | None
 ) -> InferRequest:
     """JSON request, optionally followed by binary tensor data (the binary-data extension)."""
-    json_part = body if header_length is None else body[:header_length]
-    binary = b"" if header_length is None else body[header_length:]
+    view = memoryview(body)  # the tensors below are views of the body, not copies
+    json_part = body if header_length is None else bytes(view[:header_length])
+    binary = view[:0] if header_length is None else view[header_length:]
     if header_length is not None and not 0 <= header_length <= len(body):
         raise InvalidRequest(
             f"{BINARY_HEADER} is {header_length} but the body has {len(body)} bytes"
@@ -287,10 +314,10 @@ def request_from_rest(
             raise InvalidRequest(f"parameters of input {name} must be an object", param=name)
         size = parameters.get("binary_data_size")
         if size is not None:
-            if not isinstance(size, int) or size < 0 or offset + size > len(binary):
+            if not isinstance(size, int) or size < 0 or offset + size > binary.nbytes:
                 raise InvalidRequest(
                     f"Invalid binary_data_size of input {name}: {size} bytes from offset "
-                    f"{offset}, but {len(binary)} binary bytes were sent",
+                    f"{offset}, but {binary.nbytes} binary bytes were sent",
                     param=name,
                 )
             data = array_from_raw(binary[offset : offset + size], datatype, shape, name)
@@ -300,9 +327,9 @@ def request_from_rest(
         else:
             raise InvalidRequest(f"Input {name} has neither data nor binary_data_size", param=name)
         inputs.append(InferTensor(name, datatype, shape, data, dict(parameters)))
-    if offset != len(binary):
+    if offset != binary.nbytes:
         raise InvalidRequest(
-            f"{len(binary) - offset} bytes of binary data are not claimed by any input"
+            f"{binary.nbytes - offset} bytes of binary data are not claimed by any input"
         )
     request = InferRequest(model=model, version=version, id=str(document.get("id", "")))
     request.inputs = inputs
@@ -327,7 +354,7 @@ def _json_values(data: Array) -> list[Any]:
 def response_to_rest(response: InferResponse, request: InferRequest) -> tuple[bytes, int | None]:
     """JSON body (and the length of its JSON part when binary outputs follow it)."""
     outputs: list[dict[str, Any]] = []
-    binary: list[bytes] = []
+    binary: list[Buffer] = []
     for tensor in response.outputs:
         entry: dict[str, Any] = {
             "name": tensor.name,
@@ -335,8 +362,9 @@ def response_to_rest(response: InferResponse, request: InferRequest) -> tuple[by
             "shape": tensor.shape,
         }
         if request.binary_default or tensor.name in request.binary_outputs:
-            raw = raw_bytes(tensor)
-            entry["parameters"] = {**tensor.parameters, "binary_data_size": len(raw)}
+            raw = raw_buffer(tensor)  # joined into the body below: the only copy
+            size = raw.nbytes if isinstance(raw, memoryview) else len(raw)
+            entry["parameters"] = {**tensor.parameters, "binary_data_size": size}
             binary.append(raw)
         else:
             if tensor.parameters:
@@ -355,4 +383,4 @@ def response_to_rest(response: InferResponse, request: InferRequest) -> tuple[by
     header = json.dumps(document).encode()
     if not binary:
         return header, None
-    return header + b"".join(binary), len(header)
+    return b"".join([header, *binary]), len(header)

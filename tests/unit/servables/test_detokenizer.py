@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import pytest
 
-from servables.llm.detokenizer import IncrementalDetokenizer
+from servables.llm.detokenizer import IncrementalDetokenizer, TokenTexts
 
 Decode = Callable[[Sequence[int]], str]
 
@@ -24,6 +24,7 @@ class Tokenizer(Protocol):
     def encode(self, prompt: str) -> Any: ...
     def decode(self, tokens: list[int], skip_special_tokens: bool = True) -> str: ...
     def get_eos_token_id(self) -> int: ...
+    def get_vocab(self) -> dict[str, int]: ...
 
 
 ROUND_TRIP_TEXTS = {
@@ -542,3 +543,103 @@ def test_stop_strings_match_reference_for_any_chunking(seed: int) -> None:
             assert "".join(deltas) == detok.text == expected, (pieces, stop, chunking)
             assert detok.stopped == stops
             assert detok.token_count == len(ids)
+
+
+# -- token texts: steps without the tokenizer -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def smollm2_texts(smollm2_tokenizer: Tokenizer) -> TokenTexts:
+    def decode_many(windows: list[list[int]], skip: bool) -> list[str]:
+        texts: Any = smollm2_tokenizer.decode(windows, skip_special_tokens=skip)  # type: ignore[arg-type]
+        return list(texts)
+
+    texts = TokenTexts.build(decode_many, len(smollm2_tokenizer.get_vocab()))
+    assert texts is not None  # byte-level BPE: the check passes
+    return texts
+
+
+def test_real_tokenizer_token_texts_match_the_decode_path(
+    smollm2_tokenizer: Tokenizer, smollm2_texts: TokenTexts
+) -> None:
+    """Same deltas, step by step, with and without token texts; most steps skip the tokenizer."""
+    rng = random.Random(1)
+    decode = real_decode(smollm2_tokenizer)
+    calls = 0
+
+    def counted(ids: Sequence[int]) -> str:
+        nonlocal calls
+        calls += 1
+        return decode(ids)
+
+    eos = smollm2_tokenizer.get_eos_token_id()
+    texts = [
+        *ROUND_TRIP_TEXTS.values(),
+        *("".join(rng.choices(FUZZ_CHARS, k=30)) for _ in range(60)),
+    ]
+    steps_total = 0
+    for text in texts:
+        ids = encode(smollm2_tokenizer, text)
+        if rng.random() < 0.3:
+            ids.insert(rng.randint(0, len(ids)), eos)  # a skipped special token
+        for stop in ((), (" over", "🐉", "\n")):
+            steps = list(chunked(ids, f"random{rng.random()}"))
+            steps_total += len(steps)
+            plain = run(IncrementalDetokenizer(decode, stop), iter(steps))
+            fast = run(IncrementalDetokenizer(counted, stop, texts=smollm2_texts), iter(steps))
+            assert fast == plain, (text, steps)
+    ascii_ids = encode(smollm2_tokenizer, ROUND_TRIP_TEXTS["ascii"] * 4)
+    calls = 0
+    run(IncrementalDetokenizer(counted, texts=smollm2_texts), chunked(ascii_ids, "1"))
+    assert calls == 0  # plain English: no tokenizer call at all
+
+
+def test_token_texts_skip_special_tokens_and_leave_split_characters_to_the_tokenizer() -> None:
+    vocab = [b"Hello", b" world", b" ", b"\xf0\x9f", b"\x90\x89", b"", b"!"]
+    special = {5: "<|end|>"}
+
+    def decode_many(windows: list[list[int]], skip: bool) -> list[str]:
+        return [
+            b"".join(
+                special[i].encode() if i in special and not skip else vocab[i] for i in window
+            ).decode("utf-8", "replace")
+            for window in windows
+        ]
+
+    texts = TokenTexts.build(decode_many, len(vocab))
+    assert texts is not None
+    assert texts.join([0, 1, 6]) == "Hello world!"
+    assert texts.join([0, 3]) is None  # the first half of 🐉
+    assert texts.join([0, 5, 6]) == "Hello!"  # special tokens skipped (the table's only mode)
+    assert texts.join([99]) is None  # not in the vocabulary
+
+
+def test_token_texts_refuse_a_tokenizer_that_cleans_up_spaces() -> None:
+    """HF's clean_up_tokenization_spaces turns " ." into ".": a "." token after a lone space
+    must not be joined blindly. Streams decode as with the tokenizer alone either way, and a
+    tokenizer that never concatenates gets no table at all."""
+    vocab = ["Hello", " world", " ", ".", " .", "!", "a", "b"]
+
+    def cleaned(ids: Sequence[int]) -> str:
+        return "".join(vocab[i] for i in ids).replace(" .", ".")
+
+    def decode_many(windows: list[list[int]], skip: bool) -> list[str]:
+        return [cleaned(window) for window in windows]
+
+    texts = TokenTexts.build(decode_many, len(vocab))
+    assert texts is not None
+    assert texts.join([3]) is None  # " " then "." is not " ."
+    assert texts.join([0, 1, 5]) == "Hello world!"
+    rng = random.Random(3)
+    for _ in range(300):
+        ids = [rng.randrange(len(vocab)) for _ in range(rng.randint(1, 12))]
+        steps = list(chunked(ids, f"random{rng.random()}"))
+        plain = run(IncrementalDetokenizer(cleaned), iter(steps))
+        fast = run(IncrementalDetokenizer(cleaned, texts=texts), iter(steps))
+        assert fast == plain, ids
+
+    def sentencepiece_like(windows: list[list[int]], skip: bool) -> list[str]:
+        # strips the leading space of the whole text: never concatenation
+        return ["".join(vocab[i] for i in window).lstrip(" ") for window in windows]
+
+    assert TokenTexts.build(sentencepiece_like, len(vocab)) is None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,9 @@ from servables.errors import (
     ServableLoadError,
     ServableNotReady,
 )
+from servables.ov_model import model as model_module
 from servables.ov_model import versions
-from servables.ov_model.model import OpenVINOModel, find_model_file
+from servables.ov_model.model import OpenVINOModel, compile_properties, find_model_file
 from servables.ov_model.versions import (
     ModelConfig,
     VersionedModel,
@@ -228,3 +230,86 @@ async def test_a_failed_version_is_retried_with_backoff_while_the_old_one_serves
     assert model.versions[1].state is VersionState.END
     x = np.ones((1, 3), np.float32)
     assert (await model.get().infer({"x": x}))["y"].tolist() == [[7.0, 7.0, 7.0]]
+
+
+def test_cpu_models_get_the_throughput_hint_unless_plugin_config_says_how() -> None:
+    assert compile_properties("CPU", {}) == {"PERFORMANCE_HINT": "THROUGHPUT"}
+    assert compile_properties("CPU", {"NUM_STREAMS": 1}) == {"NUM_STREAMS": 1}
+    assert compile_properties("CPU", {"PERFORMANCE_HINT": "LATENCY"}) == {
+        "PERFORMANCE_HINT": "LATENCY"
+    }
+    assert compile_properties("GPU", {}) == {}
+
+
+class RefusingExecutor(ThreadPoolExecutor):
+    """Records that a job was handed to a thread."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+        self.jobs = 0
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        self.jobs += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+async def test_a_tiny_model_runs_on_the_event_loop_and_a_big_request_on_threads(
+    tmp_path: Path,
+) -> None:
+    save_scale_model(tmp_path, 2.0)
+    model = loaded(tmp_path)
+    executor = RefusingExecutor()
+    model._threads = executor
+    x = np.ones((1, 3), np.float32)
+    assert (await model.infer({"x": x}))["y"].tolist() == [[2.0, 2.0, 2.0]]
+    assert executor.jobs == 0  # timed at load as far below INLINE_MAX_SECONDS: inline
+    # An input many times larger than the one timed at load is estimated as slow: threads.
+    big = np.ones((200_000, 3), np.float32)
+    assert (await model.infer({"x": big}))["y"].shape == (200_000, 3)
+    assert executor.jobs == 1
+
+
+async def test_a_model_slower_than_the_inline_limit_runs_on_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(model_module, "INLINE_MAX_SECONDS", 0.0)
+    save_scale_model(tmp_path, 2.0)
+    model = loaded(tmp_path)
+    executor = RefusingExecutor()
+    model._threads = executor
+    await model.infer({"x": np.ones((1, 3), np.float32)})
+    assert executor.jobs == 1
+
+
+async def test_inline_inferences_that_turn_out_slow_move_to_threads(tmp_path: Path) -> None:
+    save_scale_model(tmp_path, 2.0)
+    model = loaded(tmp_path)
+    assert model._run_inline(12)
+    for _ in range(model_module.INLINE_WINDOW // 2):
+        model._inline_ran(1.0)
+    assert model._run_inline(12)  # half the window slow: could be a busy machine
+    model._inline_ran(1.0)
+    assert not model._run_inline(12)
+
+
+async def test_inputs_are_shared_with_openvino_and_outputs_copied_once(
+    tmp_path: Path,
+) -> None:
+    save_scale_model(tmp_path, 2.0)
+    model = loaded(tmp_path, nireq=1)
+    writable = np.ones((2, 3), np.float32)
+    result = (await model.infer({"x": writable}))["y"]
+    assert result.tolist() == [[2.0] * 3] * 2
+    result[0, 0] = 5.0  # the caller's own copy: the infer request's output is not touched
+    assert model._pool is not None
+    slot = model._pool.get_nowait()
+    assert slot.request.get_tensor("y").data[0, 0] == 2.0
+    model._pool.put_nowait(slot)
+    assert model._pool is not None
+    slot = model._pool.get_nowait()
+    assert np.shares_memory(slot.request.get_tensor("x").data, writable)  # no copy on the way in
+    model._pool.put_nowait(slot)
+    # A read-only view (of request bytes) cannot be shared: it is copied, and still right.
+    read_only = np.frombuffer(np.full((2, 3), 3.0, np.float32).tobytes(), np.float32)
+    result = (await model.infer({"x": read_only.reshape(2, 3)}))["y"]
+    assert result.tolist() == [[6.0] * 3] * 2

@@ -17,6 +17,7 @@ from graphruntime.server.kserve.types import (
     array_from_values,
     decode_bytes_tensor,
     encode_bytes_tensor,
+    raw_bytes,
     request_from_grpc,
     request_from_rest,
     response_to_grpc,
@@ -221,3 +222,31 @@ def test_values_that_do_not_fit_the_datatype_are_a_client_error(
     with pytest.raises(InvalidRequest, match=message) as caught:
         array_from_values(values, datatype, [len(values)], "x")
     assert caught.value.param == "x"
+
+
+def test_binary_inputs_are_views_of_the_request_body() -> None:
+    values = np.arange(6, dtype=np.float32)
+    header = {
+        "inputs": [
+            {"name": "a", "datatype": "FP32", "shape": [2, 3],
+             "parameters": {"binary_data_size": 24}},
+            {"name": "b", "datatype": "FP32", "shape": [1], "parameters": {"binary_data_size": 4}},
+        ]
+    }  # fmt: skip
+    body, length = rest_body(header, values.tobytes(), np.float32(7).tobytes())
+    request = request_from_rest("m", "", body, length)
+    whole = np.frombuffer(body, np.uint8)
+    assert request.inputs[0].data.tolist() == values.reshape(2, 3).tolist()
+    assert request.inputs[1].data.tolist() == [7.0]
+    assert all(np.shares_memory(tensor.data, whole) for tensor in request.inputs)
+
+
+def test_outputs_over_bytes_go_out_as_that_buffer() -> None:
+    buffer = np.arange(4, dtype=np.float32).tobytes()
+    array = np.frombuffer(buffer, np.float32).reshape(2, 2)
+    response = InferResponse("m", "1", "", [tensor_from("y", array)])
+    message = response_to_grpc(response)
+    assert message.raw_output_contents[0] == buffer
+    assert raw_bytes(response.outputs[0]) is buffer  # no copy before the wire form
+    transposed = tensor_from("t", array.T)  # not the buffer's order: converted
+    assert np.frombuffer(raw_bytes(transposed), np.float32).tolist() == [0.0, 2.0, 1.0, 3.0]
