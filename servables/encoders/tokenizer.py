@@ -3,6 +3,10 @@
 `Tokenizer.encode` pads a list of texts to one rectangle; encoder servables need each text's own
 ids (to count tokens, refuse or cut long inputs, split documents into chunks and batch rows of
 different requests), so the padding is taken off again with the attention mask.
+
+openvino_tokenizers cannot build that rectangle when every text of a batch of two or more comes
+out empty (a shape error at inference: "Input shape dimension equal 0 cannot be broadcasted");
+such batches are encoded one text at a time, which it handles.
 """
 
 from __future__ import annotations
@@ -48,8 +52,14 @@ class EncoderTokenizer:
             options: dict[str, Any] = {"add_special_tokens": add_special_tokens}
             if max_length is not None:
                 options.update(max_length=max_length, truncation=True)
-            encoded = self._tokenizer.encode(chunk, **options)
-            rows.extend(_unpad(encoded.input_ids.data, encoded.attention_mask.data))
+            try:
+                encoded = [self._tokenizer.encode(chunk, **options)]
+            except RuntimeError:
+                if len(chunk) == 1:
+                    raise
+                encoded = [self._tokenizer.encode([text], **options) for text in chunk]
+            for part in encoded:
+                rows.extend(_unpad(part.input_ids.data, part.attention_mask.data))
         return rows
 
     def encode_pairs(self, first: Sequence[str], second: Sequence[str]) -> list[IdArray]:

@@ -157,6 +157,19 @@ def test_long_documents_are_chunked_and_scored_by_their_best_chunk(
     assert first[1] == pytest.approx(direct.score(query, chunks[0]), abs=1e-5)
 
 
+def test_documents_that_tokenize_to_nothing_are_scored(
+    rag_server: ExactServer, direct: DirectModel
+) -> None:
+    """Empty and control-character documents make no tokens; the tokenizer cannot batch a list
+    of texts that are all empty, so the server must still score each as [CLS] q [SEP] [SEP]."""
+    documents = ["", "\x05", ""]
+    response = rerank(rag_server, query=QUERY, documents=documents)
+    assert response.status_code == 200, response.text
+    expected = direct.score(direct.ids(QUERY), [])
+    scores = [r["relevance_score"] for r in response.json()["results"]]
+    assert scores == pytest.approx([expected] * len(documents), abs=1e-5)
+
+
 def test_long_query_keeps_half_the_context(rag_server: ExactServer, direct: DirectModel) -> None:
     long_query = " ".join([QUERY] * 30)
     response = rerank(rag_server, query=long_query, documents=[DOCUMENTS[0]])
