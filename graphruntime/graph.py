@@ -21,10 +21,11 @@ from typing import Any
 from graphruntime._proto import calculator_pb2
 from graphruntime.config import GraphConfig
 from graphruntime.errors import GraphError, GraphRunError, GraphUsageError, PacketError
+from graphruntime.node_runtime import GraphInputStream
 from graphruntime.observe import GraphObserver
 from graphruntime.packet import Packet
 from graphruntime.profiler import GraphProfiler
-from graphruntime.scheduler import BoundObserver, GraphInputStream, GraphRun, StreamObserver
+from graphruntime.scheduler import BoundObserver, GraphRun, StreamObserver
 from graphruntime.services import GraphService
 from graphruntime.timestamp import DONE, POSTSTREAM, PRESTREAM, describe, previous_allowed_in_stream
 from graphruntime.validation import ValidatedGraph

@@ -28,7 +28,7 @@ from graphruntime.timestamp import (
 )
 
 if TYPE_CHECKING:
-    from graphruntime.scheduler import NodeRuntime
+    from graphruntime.node_runtime import NodeRuntime
 
 
 class StreamError(GraphError):

@@ -42,9 +42,10 @@ from graphruntime import Calculator, CalculatorContext, CalculatorContract, regi
 from graphruntime._proto.stream_handler_options_pb2 import SyncSetInputStreamHandlerOptions
 from graphruntime.resources import ResourceFactory
 from servables.errors import InvalidRequest, ServableError
+from servables.llm.choices import GenerationEvent
 from servables.llm.output_parsers import ParsedDelta, ToolCall
 from servables.llm.output_parsers.base import assemble
-from servables.llm.servable import GenerationEvent, LLMServable
+from servables.llm.servable import LLMServable
 from servables.openai.protocol import Endpoint, GenerationRequest, parse_request
 from servables.openai.responses import (
     SSE_DONE,

@@ -14,28 +14,46 @@ Vision-language servables (VLM_CB, VLM) take the rendered prompt as text, with O
 swaps each tag for the model's own placeholder and tokenizes inside the engine. So the frontend's
 token count of such a prompt is only an estimate for the length checks (an image's tokens depend on
 its size and the model's preprocessing); usage reports the engine's exact count.
+
+This module holds the servable's lifecycle and the order of a request's steps; the steps before
+the engine are in engine_requests.py, those after it in choices.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
-import json
 import logging
-import random
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from servables.admission import Admission
-from servables.engine.client import EngineClient, RequestStream
-from servables.engine.messages import AddRequest, EngineSpec
-from servables.errors import InvalidRequest, ServableLoadError, ServableNotReady
+from servables.engine.client import EngineClient
+from servables.engine.messages import EngineSpec
+from servables.errors import ServableLoadError, ServableNotReady
 from servables.llm.chat_template import ChatTemplate, find_template, special_token
-from servables.llm.detokenizer import DecodeBatcher, IncrementalDetokenizer, TokenTexts
-from servables.llm.grammar_check import check_json_schema
+from servables.llm.choices import (
+    ChoiceUpdate,
+    GenerationEvent,
+    RequestStats,
+    choice_events,
+    new_choices,
+)
+from servables.llm.detokenizer import DecodeBatcher, TokenTexts
+from servables.llm.engine_requests import (
+    DEFAULT_SAMPLING_FIELDS,
+    check_capabilities,
+    check_image_count,
+    engine_requests,
+    generation_fields,
+    max_new_tokens,
+    output_plan,
+    prompt,
+    speculation_fields,
+)
 from servables.llm.model_files import (
     PipelineType,
     generation_defaults,
@@ -44,55 +62,17 @@ from servables.llm.model_files import (
     max_model_length,
     vocabulary_size,
 )
-from servables.llm.output_parsers import (
-    OutputParser,
-    ParsedDelta,
-    ToolCallDelta,
-    detect_parsers,
-    make_output_parser,
-    prompt_opens_reasoning,
-    tool_call_structural_tag,
-    validate_parser_names,
-)
+from servables.llm.output_parsers import detect_parsers, validate_parser_names
 from servables.media.images import ImageArray
 from servables.media.sources import MediaPolicy, load_images
 from servables.openai.protocol import GenerationRequest, Limits
-from servables.openai.responses import TokenLogprob, Usage
-from servables.openai.structured_output import OutputConstraint
+from servables.openai.responses import Usage
 from servables.openai.tokenize import TokenizeRequest, encode
-from servables.openai.tools import ForcedCallParser, forced_call_constraint
 from servables.supervision import Supervisor
 
 logger = logging.getLogger(__name__)
 
-# Used as max_new_tokens when neither the request, the graph nor the model bounds the output.
-FALLBACK_MAX_NEW_TOKENS = 4096
 USAGE_LOG_SECONDS = 5.0
-SPECULATIVE_TOKENS = 5
-PROMPT_LOOKUP_NGRAM = 3
-DEFAULT_SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "repetition_penalty", "do_sample")
-
-
-# Images one request may carry. Each decodes to at most 4096x4096 RGB (48 MiB, see
-# servables/media/images.py), and a small PNG of one colour can be that big once decoded, so
-# without a cap one request within the body limit could ask for gigabytes.
-MAX_IMAGES_PER_REQUEST = 32
-
-
-def check_image_count(kind: PipelineType, device: str, count: int) -> None:
-    """OVMS's rule for VLMs on NPU (docs/llm/reference.md): exactly one image per request;
-    elsewhere at most MAX_IMAGES_PER_REQUEST. Checked before any image is fetched."""
-    if count > MAX_IMAGES_PER_REQUEST:
-        raise InvalidRequest(
-            f"A request may carry at most {MAX_IMAGES_PER_REQUEST} images, but {count} were "
-            "provided",
-            param="messages",
-        )
-    if kind is PipelineType.VLM and device.upper().startswith("NPU") and count != 1:
-        raise InvalidRequest(
-            f"VLM servables on NPU accept exactly one image per request, but {count} were provided",
-            param="messages",
-        )
 
 
 class ServableState(enum.Enum):
@@ -121,74 +101,6 @@ class LLMServableConfig:
     enable_tool_guided_generation: bool = False
 
 
-@dataclass
-class ChoiceUpdate:
-    index: int
-    text: str  # content (with a parser: what it left of the text)
-    logprobs: list[TokenLogprob] | None = None
-    finish_reason: str | None = None
-    prefix: str = ""  # the echoed prompt, on a choice's first update (completions with echo)
-    reasoning: str = ""
-    tool_calls: list[ToolCallDelta] = field(default_factory=list)
-
-
-@dataclass
-class GenerationEvent:
-    """What one engine step produced for a request; `usage` is set on the last event."""
-
-    updates: list[ChoiceUpdate]
-    usage: Usage | None = None
-
-
-@dataclass
-class _Choice:
-    index: int
-    detokenizer: IncrementalDetokenizer
-    tokens: int = 0
-    finish_reason: str | None = None
-    prefix: str = ""  # sent once, with the choice's first update
-    parser: OutputParser | None = None
-    max_calls: int | None = None  # 1 when parallel_tool_calls is false
-    calls: int = 0  # tool calls started so far
-
-    def parse(self, text: str, finished: bool) -> ParsedDelta:
-        """Run the parser over new text; drop calls beyond `max_calls`."""
-        assert self.parser is not None
-        parsed = self.parser.feed(text) if text else ParsedDelta()
-        if finished:
-            tail = self.parser.finish()
-            parsed.content += tail.content
-            parsed.reasoning += tail.reasoning
-            parsed.tool_calls += tail.tool_calls
-        if self.max_calls is not None:
-            parsed.tool_calls = [c for c in parsed.tool_calls if c.index < self.max_calls]
-        self.calls = max([self.calls, *(call.index + 1 for call in parsed.tool_calls)])
-        return parsed
-
-
-@dataclass(frozen=True)
-class OutputPlan:
-    """How a request's output is constrained and parsed (see LLMServable.output_plan)."""
-
-    constraint: OutputConstraint | None = None
-    make_parser: Callable[[], OutputParser | None] = lambda: None
-    keep_special_tokens: bool = False
-
-
-@dataclass
-class RequestStats:
-    """Timings of one request, for logs and metrics."""
-
-    submitted: float
-    first_token: float | None = None
-    last_token: float | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    inter_token: list[float] = field(default_factory=list)
-    # The engine step that produced the first token: its prefill (ends a request's queue wait).
-    first_step_seconds: float = 0.0
-
-
 class LLMServable:
     """See the module docstring."""
 
@@ -207,13 +119,7 @@ class LLMServable:
             if key in DEFAULT_SAMPLING_FIELDS
         }
         self._model_dir = model_dir
-        # openvino-genai refuses requests to a prompt-lookup or draft-model pipeline that do not
-        # say how many tokens to propose; OVMS's defaults (5 tokens, 3-token n-grams).
-        self.speculation: dict[str, Any] = {}
-        if config.draft or config.properties.get("prompt_lookup"):
-            self.speculation["num_assistant_tokens"] = SPECULATIVE_TOKENS
-        if config.properties.get("prompt_lookup"):
-            self.speculation["max_ngram_size"] = PROMPT_LOOKUP_NGRAM
+        self.speculation = speculation_fields(config.draft, config.properties)
         self.engine = EngineClient(
             EngineSpec(
                 kind=self.kind.value,
@@ -387,216 +293,6 @@ class LLMServable:
             )
         return encode(self.tokenizer, request)
 
-    def _encode(self, text: str, add_special_tokens: bool) -> list[int]:
-        encoded = self.tokenizer.encode(text, add_special_tokens=add_special_tokens)
-        return [int(token) for token in encoded.input_ids.data[0]]
-
-    def _prompt(self, request: GenerationRequest) -> tuple[list[int], str]:
-        """Token ids and text of the prompt (text is what `echo` repeats)."""
-        if request.has_images and not self.kind.vision:
-            raise InvalidRequest(
-                "This servable supports only text input, but image_url has been provided",
-                param="messages",
-            )
-        if request.endpoint == "completions":
-            if self.kind.vision:
-                raise InvalidRequest(
-                    "VLM Servable does not support the /completions endpoint. Use "
-                    "/chat/completions or /responses."
-                )
-            if isinstance(request.prompt, list):
-                vocabulary = self.vocabulary_size
-                if vocabulary is not None and any(t >= vocabulary for t in request.prompt):
-                    raise InvalidRequest(
-                        f"prompt token ids must be below the vocabulary size {vocabulary}",
-                        param="prompt",
-                    )
-                return list(request.prompt), self._decode(request.prompt)
-            assert request.prompt is not None
-            return self._encode(request.prompt, True), request.prompt
-        assert self.template is not None
-        kwargs = dict(request.chat_template_kwargs)
-        add_generation_prompt = bool(kwargs.pop("add_generation_prompt", True))
-        text = self.template.render(
-            request.messages,
-            tools=request.tools,
-            add_generation_prompt=add_generation_prompt,
-            extra=kwargs,
-        )
-        return self._encode(text, False), text
-
-    def _max_new_tokens(self, request: GenerationRequest, prompt_tokens: int) -> int:
-        requested = request.sampling.max_tokens
-        limit = self.max_length
-        if limit is not None:
-            if prompt_tokens >= limit:
-                raise InvalidRequest(
-                    f"Number of prompt tokens: {prompt_tokens} exceeds model max length: {limit}",
-                    param="messages" if request.endpoint == "chat" else "prompt",
-                )
-            if requested is not None and prompt_tokens + requested > limit:
-                raise InvalidRequest(
-                    f"Number of prompt tokens: {prompt_tokens} + max tokens value: {requested} "
-                    f"exceeds model max length: {limit}",
-                    param="max_tokens",
-                )
-        if requested is not None:
-            return requested
-        if self.limits.max_tokens_limit is not None:
-            bound = self.limits.max_tokens_limit
-            return min(bound, limit - prompt_tokens) if limit is not None else bound
-        return limit - prompt_tokens if limit is not None else FALLBACK_MAX_NEW_TOKENS
-
-    def output_plan(self, request: GenerationRequest, prompt_text: str) -> OutputPlan:
-        """The grammar and the per-choice parser of a request.
-
-        A forced tool choice ("required" or a named function) gets its own grammar and parser,
-        whatever the model's family (servables/openai/tools.py). Otherwise the family's parsers
-        run on chat output unless the request asked for special tokens (`skip_special_tokens:
-        false`, OVMS's way to get the raw text); with `enable_tool_guided_generation` and
-        tools, the family's triggered structural tag keeps calls to the tools' schemas.
-        """
-        constraint = request.constraint
-        tools = request.tools
-        choice = request.tool_choice
-        if request.endpoint != "chat":
-            return OutputPlan(constraint)
-        if tools and choice.forced:
-            name = choice.name if choice.mode == "function" else None
-            return OutputPlan(
-                forced_call_constraint(tools, choice, request.parallel_tool_calls),
-                lambda: ForcedCallParser(name),
-            )
-        if not request.sampling.skip_special_tokens:
-            return OutputPlan(constraint)
-        tool_parser = self.tool_parser if tools else None
-        reasoning_parser = self.reasoning_parser
-        guided = self.config.enable_tool_guided_generation
-        if tools and tool_parser and constraint is None and guided:
-            constraint = self._tool_guidance(tool_parser, tools, request.parallel_tool_calls)
-        starts = reasoning_parser is not None and prompt_opens_reasoning(
-            prompt_text, reasoning_parser
-        )
-
-        def make_parser() -> OutputParser | None:
-            return make_output_parser(
-                tool_parser, reasoning_parser, tools=tools, starts_in_reasoning=starts
-            )
-
-        probe = make_parser()
-        if probe is None:
-            return OutputPlan(constraint)
-        return OutputPlan(constraint, make_parser, probe.keep_special_tokens)
-
-    def _tool_guidance(
-        self, tool_parser: str, tools: list[dict[str, Any]], parallel: bool
-    ) -> OutputConstraint | None:
-        for index, tool in enumerate(tools):
-            check_json_schema(tool["function"]["parameters"], f"tools[{index}].function.parameters")
-        tag = tool_call_structural_tag(
-            tool_parser, tools, require_call=False, single_call=not parallel
-        )
-        if tag is None:
-            return None
-        return OutputConstraint("structural_tags_config", json.dumps(tag), "tools")
-
-    def _config(self, request: GenerationRequest, max_new_tokens: int) -> dict[str, Any]:
-        sampling = request.sampling
-        config: dict[str, Any] = {"max_new_tokens": max_new_tokens, **self.speculation}
-        temperature = sampling.temperature
-        if temperature is None:
-            defaults = self.defaults
-            if defaults.get("do_sample") and isinstance(defaults.get("temperature"), (int, float)):
-                temperature = float(defaults["temperature"])
-            for key in ("top_p", "top_k", "repetition_penalty"):
-                if key in defaults:
-                    config[key] = defaults[key]
-        if temperature:
-            config["do_sample"] = True
-            config["temperature"] = temperature
-        else:
-            config["do_sample"] = False
-        for key in (
-            "top_p",
-            "min_p",
-            "repetition_penalty",
-            "length_penalty",
-            "frequency_penalty",
-            "presence_penalty",
-        ):
-            value = getattr(sampling, key)
-            if value is not None:
-                config[key] = value
-        if sampling.top_k is not None:
-            config["top_k"] = sampling.top_k if sampling.top_k > 0 else 0
-        if sampling.stop:
-            # The engine stops on whole tokens; keeping the stop string lets the detokenizer
-            # cut the text exactly where the string starts.
-            config["stop_strings"] = sorted(set(sampling.stop))
-            config["include_stop_str_in_output"] = True
-        if sampling.ignore_eos:
-            config["ignore_eos"] = True
-        if sampling.logprobs:
-            config["logprobs"] = 1
-        return config
-
-    def _check_capabilities(self, request: GenerationRequest) -> None:
-        sampling = request.sampling
-        if not self.kind.continuous_batching:
-            kind = self.kind.value
-            if sampling.logprobs:
-                raise InvalidRequest(
-                    f"logprobs are not supported by {kind} servables", param="logprobs"
-                )
-            if sampling.n > 1 or sampling.best_of:
-                raise InvalidRequest(
-                    f"n and best_of are not supported by {kind} servables", param="n"
-                )
-
-    def _requests(
-        self,
-        request: GenerationRequest,
-        prompt_ids: list[int],
-        prompt_text: str,
-        config: dict[str, Any],
-        images: list[ImageArray],
-    ) -> list[AddRequest]:
-        sampling = request.sampling
-        engine = self.engine
-        text_prompt = prompt_text if self.kind.vision else None
-        ids = None if self.kind.vision else prompt_ids
-        pictures = tuple(images)
-        if sampling.best_of:
-            beams = dict(config)
-            beams.update(
-                num_beams=sampling.best_of, num_return_sequences=sampling.n, do_sample=False
-            )
-            beams.pop("temperature", None)
-            return [
-                AddRequest(
-                    engine.new_request_id(),
-                    ids,
-                    text_prompt,
-                    beams,
-                    final_only=True,
-                    images=pictures,
-                )
-            ]
-        seed = sampling.seed
-        requests = []
-        for index in range(sampling.n):
-            choice_config = dict(config)
-            if config.get("do_sample"):
-                choice_config["rng_seed"] = (
-                    seed + index if seed is not None else random.getrandbits(31)
-                )
-            requests.append(
-                AddRequest(
-                    engine.new_request_id(), ids, text_prompt, choice_config, images=pictures
-                )
-            )
-        return requests
-
     async def _images(
         self, request: GenerationRequest, media: MediaPolicy | None
     ) -> list[ImageArray]:
@@ -621,19 +317,37 @@ class LLMServable:
                 f"{self.error or self.engine.dead or self.state.value}",
                 retry_after=self.engine.retry_after(),
             )
-        self._check_capabilities(request)
-        prompt_ids, prompt_text = self._prompt(request)
+        check_capabilities(self.kind, request.sampling)
+        prompt_ids, prompt_text = prompt(
+            request, self.kind, self.template, self.tokenizer, self.vocabulary_size
+        )
         check_image_count(self.kind, self.config.device, len(request.images))
-        max_new_tokens = self._max_new_tokens(request, len(prompt_ids))
-        config = self._config(request, max_new_tokens)
-        plan = self.output_plan(request, prompt_text)
+        max_tokens = max_new_tokens(
+            request, len(prompt_ids), self.max_length, self.limits.max_tokens_limit
+        )
+        config = generation_fields(request.sampling, max_tokens, self.defaults, self.speculation)
+        plan = output_plan(
+            request,
+            prompt_text,
+            self.tool_parser,
+            self.reasoning_parser,
+            self.config.enable_tool_guided_generation,
+        )
         if plan.constraint is not None:
             config["structured_output"] = plan.constraint.engine_fields()
         # Last: everything cheap to refuse has been checked before any image is fetched.
         images = await self._images(request, media)
-        engine_requests = self._requests(request, prompt_ids, prompt_text, config, images)
+        requests = engine_requests(
+            request.sampling,
+            self.kind.vision,
+            prompt_ids,
+            prompt_text,
+            config,
+            images,
+            self.engine.new_request_id,
+        )
         del images  # the requests hold them until they are sent, then the worker has its copy
-        request_id = engine_requests[0].request_id
+        request_id = requests[0].request_id
         sampling = request.sampling
         stats = RequestStats(submitted=time.perf_counter(), prompt_tokens=len(prompt_ids))
         logger.debug(
@@ -643,13 +357,13 @@ class LLMServable:
             "~" if self.kind.vision else "",
             len(prompt_ids),
             len(request.images),
-            max_new_tokens,
+            max_tokens,
             sampling.n,
             request.stream,
         )
         skip_special = sampling.skip_special_tokens and not plan.keep_special_tokens
         echo = prompt_text if request.echo else ""
-        if max_new_tokens == 0:  # echo only (the protocol allows 0 only with echo)
+        if max_tokens == 0:  # echo only (the protocol allows 0 only with echo)
             yield GenerationEvent(
                 [ChoiceUpdate(index, "", None, "length", echo) for index in range(sampling.n)],
                 Usage(len(prompt_ids), 0),
@@ -659,33 +373,29 @@ class LLMServable:
         def decode(ids: Sequence[int]) -> str:
             return self._decode(ids, skip_special)
 
-        choices = {
-            index: _Choice(
-                index,
-                IncrementalDetokenizer(
-                    decode,
-                    sampling.stop,
-                    sampling.include_stop_str_in_output,
-                    # The texts are those of skipped special tokens.
-                    texts=self.token_texts if skip_special else None,
-                ),
-                prefix=echo,
-                parser=plan.make_parser(),
-                max_calls=None if request.parallel_tool_calls else 1,
-            )
-            for index in range(sampling.n)
-        }
+        # The texts are those of skipped special tokens.
+        texts = self.token_texts if skip_special else None
+        choices = new_choices(
+            sampling, decode, texts, echo, plan.make_parser, request.parallel_tool_calls
+        )
         if sampling.best_of:  # one beam search: its sequences are the choices
             choice_of_request = {request_id: -1}
         else:
-            choice_of_request = {r.request_id: i for i, r in enumerate(engine_requests)}
+            choice_of_request = {r.request_id: i for i, r in enumerate(requests)}
         for listener in self.request_listeners:
             listener.started(self, stats)
-        stream = self.engine.submit(engine_requests)
-        del engine_requests  # sent: no decoded pixels kept for the rest of the generation
+        stream = self.engine.submit(requests)
+        del requests  # sent: no decoded pixels kept for the rest of the generation
         try:
-            async for event in self._events(
-                stream, choices, choice_of_request, sampling.logprobs, skip_special, stats
+            async for event in choice_events(
+                stream,
+                choices,
+                choice_of_request,
+                sampling.logprobs,
+                skip_special,
+                stats,
+                self.engine,
+                self.batcher,
             ):
                 yield event
         finally:
@@ -699,82 +409,6 @@ class LLMServable:
                 stats.completion_tokens,
                 f"{(stats.first_token - stats.submitted) * 1e3:.1f}" if stats.first_token else "-",
             )
-
-    async def _events(
-        self,
-        stream: RequestStream,
-        choices: dict[int, _Choice],
-        choice_of_request: dict[int, int],
-        want_logprobs: bool,
-        skip_special: bool,
-        stats: RequestStats,
-    ) -> AsyncIterator[GenerationEvent]:
-        unfinished = set(choices)
-        while unfinished:
-            batch = await stream.next_batch()
-            now = time.perf_counter()
-            updates: dict[int, ChoiceUpdate] = {}
-            for delta in batch:
-                mapped = choice_of_request.get(delta.request_id)
-                index = delta.index if mapped == -1 else mapped
-                if index is None or index not in unfinished:
-                    continue
-                choice = choices[index]
-                update = updates.get(index)
-                if update is None:
-                    update = updates[index] = ChoiceUpdate(index, "", prefix=choice.prefix)
-                    choice.prefix = ""
-                if delta.prompt_tokens:  # the engine's exact count (vision prompts)
-                    stats.prompt_tokens = delta.prompt_tokens
-                tokens = delta.token_ids
-                if tokens:
-                    if stats.first_token is None:
-                        stats.first_token = now
-                        stats.first_step_seconds = self.engine.last_step_seconds
-                    elif stats.last_token is not None:
-                        stats.inter_token.append(now - stats.last_token)
-                    stats.last_token = now
-                    choice.tokens += len(tokens)
-                    stats.completion_tokens += len(tokens)
-                    detokenizer = choice.detokenizer
-                    text = detokenizer.add_plain(tokens)
-                    if text is None:
-                        windows = detokenizer.windows(tokens)
-                        text = detokenizer.deliver(await self.batcher.decode(windows, skip_special))
-                    update.text += text
-                    if want_logprobs:
-                        pieces = await self.batcher.decode([[t] for t in tokens], False)
-                        update.logprobs = (update.logprobs or []) + [
-                            TokenLogprob(piece, logprob)
-                            for piece, logprob in zip(pieces, delta.logprobs, strict=False)
-                        ]
-                finished = choice.detokenizer.stopped or delta.finish_reason is not None
-                if finished:
-                    update.text += choice.detokenizer.finish()
-                    reason = "stop" if choice.detokenizer.stopped else delta.finish_reason
-                    choice.finish_reason = update.finish_reason = reason or "stop"
-                    unfinished.discard(index)
-                    if mapped != -1:
-                        stream.finish(delta.request_id)
-            for update in updates.values():
-                self._parse(choices[update.index], update)
-            usage = None
-            if not unfinished:
-                usage = Usage(stats.prompt_tokens, stats.completion_tokens)
-            if updates or usage:
-                yield GenerationEvent(sorted(updates.values(), key=lambda u: u.index), usage)
-
-    @staticmethod
-    def _parse(choice: _Choice, update: ChoiceUpdate) -> None:
-        """Split an update's text into content, reasoning and tool calls (if parsing)."""
-        if choice.parser is None:
-            return
-        parsed = choice.parse(update.text, update.finish_reason is not None)
-        update.text = parsed.content
-        update.reasoning = parsed.reasoning
-        update.tool_calls = parsed.tool_calls
-        if update.finish_reason == "stop" and choice.calls:
-            update.finish_reason = choice.finish_reason = "tool_calls"
 
     def metrics_snapshot(self) -> dict[str, float]:
         metrics = self.engine.metrics

@@ -81,7 +81,9 @@ CORE_LAYERS: tuple[tuple[str, ...], ...] = (
     # names → classes
     ("registry", "function"),
     # a checked graph and the resources its nodes declare
-    ("validation", "resources"),
+    ("node_checks", "validation", "resources"),
+    # what a run keeps per node, and holding back its feeders while a queue is full
+    ("node_runtime", "flow_control"),
     # running a graph, and watching it run
     ("scheduler", "stats", "profiler"),
     # the public graph APIs

@@ -7,13 +7,9 @@ from pathlib import Path
 import pytest
 
 from servables.errors import InvalidRequest
+from servables.llm.engine_requests import MAX_IMAGES_PER_REQUEST, check_image_count
 from servables.llm.model_files import PipelineType
-from servables.llm.servable import (
-    MAX_IMAGES_PER_REQUEST,
-    LLMServable,
-    LLMServableConfig,
-    check_image_count,
-)
+from servables.llm.servable import LLMServable, LLMServableConfig
 
 TINY_VLM = Path(__file__).resolve().parents[2] / "fixtures" / "models" / "tiny-qwen2-vl"
 

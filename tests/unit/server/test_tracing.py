@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from graphruntime import Graph, GraphRunError, Packet, calculator_function
 from graphruntime.server.tracing import Tracing
-from servables.llm.servable import RequestStats
+from servables.llm.choices import RequestStats
 
 
 @calculator_function(inputs=["IN"], outputs=["OUT"], name="TracingFailOnNegative")
