@@ -149,7 +149,7 @@ def test_a_killed_engine_is_restarted_while_the_other_servable_serves(
             server.wait_for(
                 lambda h: h.get("/v2/models/a/ready").status_code == 200,
                 "servable a to be restarted",
-                timeout=60,
+                timeout=30,  # the bound: 0.5 s backoff, then a load of a few seconds
             )
             print(f"engine of a restarted in {time.monotonic() - restarted:.1f} s after the kill")
             answer = http.post("/v3/chat/completions", json=chat("a"))
