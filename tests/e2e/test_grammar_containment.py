@@ -20,8 +20,11 @@ import pytest
 
 from servables.engine.client import EngineClient
 from servables.engine.messages import AddRequest, EngineSpec
-from servables.errors import GrammarNotCompiled
+from servables.errors import GrammarNotCompiled, InvalidRequest
 from servables.llm.grammar_check import check_ebnf, check_regex, json_schema_text
+from servables.llm.servable import LLMServable, LLMServableConfig
+from servables.openai import structured_output
+from servables.openai.protocol import Limits, parse_request
 from servables.supervision import RestartPolicy, SupervisorState
 
 PROMPT = [1, 2, 3, 4]
@@ -110,11 +113,11 @@ ACCEPTED: list[tuple[str, Any]] = [
     ("regex", "[^a]"),
     ("regex", "(?:yes|no)"),
     ("grammar", 'root ::= root "a" | "a"'),
-    ("grammar", 'root ::= [^]'),
+    ("grammar", "root ::= [^]"),
     ("grammar", 'root ::= "a"{0}'),
     ("grammar", 'root ::= a-b\na-b ::= "x"'),
     ("grammar", r'root ::= [\-\]] "\x41" "\u00e9" "\U0001F600"'),
-    ("grammar", 'root ::= [+--] [a-a]'),
+    ("grammar", "root ::= [+--] [a-a]"),
     ("json_schema", {"$ref": "#"}),
     ("json_schema", {"type": "integer", "minimum": (1 << 63) - 1}),
     ("json_schema", {"type": "integer", "maximum": -(1 << 63)}),
@@ -127,6 +130,11 @@ ACCEPTED: list[tuple[str, Any]] = [
     ("json_schema", {"type": "object", "properties": {"a": {}}, "minProperties": 1}),
     ("json_schema", {"type": "object", "patternProperties": {"^x": {"type": "integer"}}}),
     ("json_schema", {"type": "string", "maxLength": 0}),
+    ("regex", "a{2}?"),
+    ("grammar", r'root ::= "\x4" "\e" "a"'),
+    ("json_schema", {"type": "array", "unevaluatedItems": True, "minItems": 2}),
+    ("json_schema", {"type": "object", "minProperties": 2, "additionalProperties": {}}),
+    ("json_schema", {"type": "object", "minProperties": 1, "patternProperties": {"^x": {}}}),
 ]
 
 
@@ -151,3 +159,49 @@ async def test_grammars_the_checks_accept_compile(engine: EngineClient) -> None:
         if isinstance(result, BaseException)
     ]
     assert not failed
+
+
+# --------------------------------------------------------------------- through the LLM servable
+
+
+@pytest.fixture
+async def servable(tiny_llm_gguf: Path) -> AsyncIterator[LLMServable]:
+    served = LLMServable(
+        LLMServableConfig(name="tiny", models_path=tiny_llm_gguf, scheduler={"cache_size": 1})
+    )
+    await served.start()
+    try:
+        yield served
+    finally:
+        await served.stop()
+
+
+async def complete(servable: LLMServable, **fields: Any) -> str:
+    body = {"model": "tiny", "prompt": "Say something", "max_tokens": 4, **fields}
+    request = parse_request(body, "completions", Limits())
+    text = ""
+    async for event in servable.generate(request):
+        text += "".join(update.text for update in event.updates)
+    return text
+
+
+async def test_the_servable_names_the_field_and_refuses_the_grammar_next_time(
+    servable: LLMServable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A grammar the checks miss: here one they would catch, with the regex check switched off.
+    monkeypatch.setattr(structured_output, "check_regex", lambda pattern, param: None)
+    with pytest.raises(InvalidRequest) as caught:
+        await complete(servable, guided_regex="a++")
+    assert caught.value.param == "guided_regex"
+    assert caught.value.message.startswith("guided_regex: the grammar engine could not compile")
+    submit = servable.engine.submit
+    monkeypatch.setattr(servable.engine, "submit", None)  # refused before reaching the engine
+    for _ in range(REPEATS):
+        with pytest.raises(InvalidRequest) as again:
+            await complete(servable, guided_regex="a++")
+        assert again.value.message == caught.value.message
+        assert again.value.param == "guided_regex"
+    monkeypatch.setattr(servable.engine, "submit", submit)
+    await complete(servable)
+    await complete(servable, guided_regex="[ab]+")
+    assert servable.engine.alive and servable.engine.supervisor.restarts == 0
