@@ -14,6 +14,11 @@ its own pipes, sender thread and request streams, so nothing of a dead worker le
 next. Requests beyond the engine's batch wait in it; `Admission` (servables.admission) bounds
 how many.
 
+A grammar the engine could not compile fails its request with `GrammarNotCompiled` (a 400; the
+worker rebuilt its pipeline in place, see servables/engine/worker.py) and is remembered, a bounded
+number of them, so that the servable refuses it at once next time (`grammar_failure`). Requests
+the rebuild cut short fail retryably (503 with Retry-After).
+
 Workers are started from the event-loop thread: Linux's parent-death signal, which kills a
 worker whose frontend died (servables.engine.lifetime), follows the thread that forked it.
 """

@@ -339,8 +339,10 @@ class ContinuousBatchingLoop:
                 self.events.send(EngineFailed(f"engine step failed: {engine_message(error)}"))
                 return
             self.collect(outbox)
+            # A trial request gone without output (aborted, or ignored): no longer on trial,
+            # now that a step has run without it breaking.
             for request_id in [r for r in self.unproven if r not in self.live]:
-                del self.unproven[request_id]  # aborted or refused before it was sampled
+                del self.unproven[request_id]
             if self.live:
                 self.settle_steps = SETTLE_STEPS
             else:

@@ -6,7 +6,8 @@ continuous-batching pipeline broken: that step and every later one raise, for ev
 (measured with openvino-genai 2026.4.1: "Internal error: this function cannot be called when we
 are already in scheduling phase"). The compiler is not reachable from Python, so what it would
 refuse is refused here first, with a message naming the request field, and the engine only ever
-sees grammars that compile.
+sees grammars that compile. (Should one slip through, the engine worker fails only its request
+and rebuilds its pipeline, and the frontend remembers the grammar: servables/engine/worker.py.)
 
 The checks follow XGrammar's converters (json_schema_converter.cc, regex_converter.cc,
 grammar_parser.cc) and are conservative: what they cannot vouch for is refused. JSON-schema
@@ -15,7 +16,10 @@ keywords XGrammar ignores without a word (`not`, `if`/`then`/`else`, `dependentR
 `allOf` with several entries, a `$ref` outside the document) are refused too: accepting them
 would promise output the engine does not enforce. So are validation keywords next to `$ref`,
 `anyOf`, `oneOf`, `allOf`, `const` or `enum`, which XGrammar skips (it uses the first of those
-it finds), and `pattern` together with `minLength`/`maxLength`.
+it finds), and `pattern` together with `minLength`/`maxLength`. XGrammar's schemas are strict: an
+array without `items` has no items beyond `prefixItems`, an object without
+`additionalProperties` no properties beyond `properties`, so `minItems` / `minProperties` that
+ask for more are refused; integer bounds must fit XGrammar's int64.
 """
 
 from __future__ import annotations
