@@ -406,6 +406,9 @@ class _Checker:
 # ------------------------------------------------------------------------------------ regex
 
 _REPEAT = re.compile(r"\{(\d+)(,(\d*))?\}")
+# Python reads \012 as octal (a newline); XGrammar as \0 followed by "12".
+_OCTAL = re.compile(r"\\0[0-9]")
+_OCTAL_MESSAGE = "octal escapes like \\012 are not supported by the grammar engine (use \\xHH)"
 
 
 def check_regex(pattern: Any, param: str) -> None:
@@ -440,6 +443,8 @@ def check_regex(pattern: Any, param: str) -> None:
             following = pattern[position + 1]
             if (following.isdigit() and following != "0") or following == "k":
                 raise refuse("backreferences are not supported by the grammar engine")
+            if _OCTAL.match(pattern, position):
+                raise refuse(_OCTAL_MESSAGE)
             if following in "pP":
                 raise refuse("\\p{...} classes are not supported by the grammar engine")
             if following in "bB":
@@ -455,6 +460,8 @@ def check_regex(pattern: Any, param: str) -> None:
             if position < end and pattern[position] == "]":
                 raise refuse("a character class starting with ']' is not supported")
             while position < end and pattern[position] != "]":
+                if _OCTAL.match(pattern, position):
+                    raise refuse(_OCTAL_MESSAGE)
                 position += 2 if pattern[position] == "\\" else 1
             position += 1
             at_start = False

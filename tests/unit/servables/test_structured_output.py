@@ -170,6 +170,9 @@ ENGINE_FAILURES: list[tuple[str, Any, str]] = [
     ("regex", "a++", "possessive"),
     ("regex", "a*+", "possessive"),
     ("regex", "a{2}+", "possessive"),
+    # Compiles, but as "\0" then "12" where Python (and the client) mean a newline.
+    ("regex", r"\012", "octal"),
+    ("regex", r"[\012]", "octal"),
     ("grammar", "root ::= [z-a]", "reversed"),
     ("grammar", r'root ::= "\q"', r"escape \q"),
     ("grammar", 'root ::= "a"{5,2}', "minimum is greater than its maximum"),
