@@ -28,6 +28,9 @@ a crash. The other requests go on in the new pipeline: those with no output yet 
 with output continue from a prompt extended by what they produced (token prompts without a
 grammar); the rest (vision prompts, grammars with output) fail retryably.
 
+Stateful pipelines survive a grammar that does not compile: generate() raises, the request fails
+as invalid and the frontend remembers the grammar the same way.
+
 If `step()` raises with no grammar on trial, the pipeline cannot be trusted any more: the worker
 reports `EngineFailed` and exits; the frontend fails the in-flight requests and marks the servable
 unavailable (and its supervisor restarts the engine).
@@ -671,11 +674,15 @@ class StatefulLoop:
                 )
                 prompt_tokens = vlm_prompt_tokens(results)
         except (RuntimeError, ValueError, TypeError) as error:
-            self.events.send(
-                StepOutputs(
-                    [], [RequestFailed(request.request_id, str(error), True)], EngineMetrics()
-                )
-            )
+            # A grammar that does not compile fails generate() and leaves the pipeline usable
+            # (measured); XGrammar's errors name its sources.
+            key = grammar_key(request.config)
+            grammar = key if key is not None and "xgrammar" in str(error) else None
+            message = engine_message(error)
+            if grammar is not None:
+                message = f"the grammar engine could not compile the grammar: {message}"
+            failure = RequestFailed(request.request_id, message, True, grammar=grammar)
+            self.events.send(StepOutputs([], [failure], EngineMetrics()))
             return
         limit = request.config.get("max_new_tokens")
         reason = "length" if limit is not None and produced >= limit else "stop"

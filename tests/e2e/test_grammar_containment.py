@@ -102,6 +102,21 @@ async def test_a_grammar_the_engine_cannot_compile_fails_only_its_request(
     assert engine.supervisor.restarts == 0
 
 
+async def test_a_stateful_pipeline_fails_the_grammar_and_goes_on(tiny_llm_gguf: Path) -> None:
+    client = EngineClient(EngineSpec("LM", str(tiny_llm_gguf), "CPU", {}, {}), "tiny-lm")
+    await client.start()
+    try:
+        with pytest.raises(GrammarNotCompiled) as caught:
+            await run(client, 5, BAD)
+        assert "could not compile" in caught.value.message
+        assert "/home/" not in caught.value.message
+        assert client.grammar_failure(BAD) == caught.value.message
+        assert await run(client, 3) == 3
+        assert client.alive and client.supervisor.restarts == 0
+    finally:
+        await client.close()
+
+
 # Grammars the checks accept, edge cases first; each must compile in the engine.
 ACCEPTED: list[tuple[str, Any]] = [
     ("regex", r"^a"),
