@@ -29,6 +29,10 @@ class InvalidRequest(ServableError):
     """The request is malformed or out of range (400)."""
 
 
+class GrammarNotCompiled(InvalidRequest):
+    """The engine could not compile the request's grammar (400; the servable names the field)."""
+
+
 class ModelNotFound(ServableError):
     """No servable has the requested name (404)."""
 

@@ -14,6 +14,11 @@ its own pipes, sender thread and request streams, so nothing of a dead worker le
 next. Requests beyond the engine's batch wait in it; `Admission` (servables.admission) bounds
 how many.
 
+A grammar the engine could not compile fails its request with `GrammarNotCompiled` (a 400; the
+worker rebuilt its pipeline in place, see servables/engine/worker.py) and is remembered, a bounded
+number of them, so that the servable refuses it at once next time (`grammar_failure`). Requests
+the rebuild cut short fail retryably (503 with Retry-After).
+
 Workers are started from the event-loop thread: Linux's parent-death signal, which kills a
 worker whose frontend died (servables.engine.lifetime), follows the thread that forked it.
 """
@@ -29,7 +34,7 @@ import queue
 import subprocess
 import sys
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -48,7 +53,14 @@ from servables.engine.messages import (
     StepOutputs,
     send_command,
 )
-from servables.errors import EngineDead, InvalidRequest, ServableError, ServableLoadError
+from servables.errors import (
+    EngineDead,
+    GrammarNotCompiled,
+    InvalidRequest,
+    ServableError,
+    ServableLoadError,
+    ServableNotReady,
+)
 from servables.supervision import RestartPolicy, Supervisor, describe_exit
 
 logger = logging.getLogger(__name__)
@@ -58,6 +70,11 @@ REAP_TIMEOUT = 5.0
 # Batch capacity of pipelines that serve one request at a time (LLMPipeline, VLMPipeline).
 STATEFUL_CAPACITY = 1
 ENGINE_DEFAULT_MAX_NUM_SEQS = 256
+# Grammars the engine could not compile, remembered (least recently seen dropped first) so that
+# a client repeating one is refused at once instead of costing a pipeline rebuild each time.
+BAD_GRAMMARS = 1024
+# Retry-After for a request cut short by a pipeline rebuild (the rebuild is already done).
+REBUILD_RETRY_AFTER = 1.0
 
 
 class RequestStream:
@@ -167,6 +184,7 @@ class EngineClient:
         self.step_listeners: list[Any] = []
         self._closing = False
         self._reapers: set[asyncio.Task[None]] = set()
+        self._bad_grammars: OrderedDict[tuple[str, str], str] = OrderedDict()
 
     @property
     def alive(self) -> bool:
@@ -238,6 +256,22 @@ class EngineClient:
     def new_request_id(self) -> int:
         return next(self._ids)
 
+    def grammar_failure(self, fields: dict[str, str]) -> str | None:
+        """Why the engine could not compile this grammar (StructuredOutputConfig fields), if
+        it has failed before; None if it has not."""
+        ((kind, text),) = fields.items()
+        key = (kind, text)
+        message = self._bad_grammars.get(key)
+        if message is not None:
+            self._bad_grammars.move_to_end(key)
+        return message
+
+    def _remember_bad_grammar(self, key: tuple[str, str], message: str) -> None:
+        self._bad_grammars[key] = message
+        self._bad_grammars.move_to_end(key)
+        while len(self._bad_grammars) > BAD_GRAMMARS:
+            self._bad_grammars.popitem(last=False)
+
     def submit(self, requests: list[AddRequest]) -> RequestStream:
         """Send the requests of one generation; their deltas arrive on one stream."""
         worker = self._worker
@@ -296,13 +330,19 @@ class EngineClient:
             self._die(message.message)
 
     def _fail_request(self, failure: RequestFailed) -> None:
+        if failure.grammar is not None:
+            self._remember_bad_grammar(failure.grammar, failure.message)
         stream = self._streams.pop(failure.request_id, None)
         if stream is None:
             return
         stream.open_ids.discard(failure.request_id)
         stream.close()
-        if failure.client_error:
+        if failure.grammar is not None:
+            stream._fail(GrammarNotCompiled(failure.message))
+        elif failure.client_error:
             stream._fail(InvalidRequest(failure.message))
+        elif failure.retryable:
+            stream._fail(ServableNotReady(failure.message, retry_after=REBUILD_RETRY_AFTER))
         else:
             stream._fail(ServableError(failure.message))
 

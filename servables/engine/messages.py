@@ -87,6 +87,10 @@ class RequestFailed:
     request_id: int
     message: str
     client_error: bool  # True: the request was invalid (400); False: the engine failed it
+    # The request's grammar ((field, text)) when the engine could not compile it.
+    grammar: tuple[str, str] | None = None
+    # The request may succeed if sent again (it was cut short by an engine rebuild).
+    retryable: bool = False
 
 
 @dataclass

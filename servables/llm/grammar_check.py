@@ -6,7 +6,8 @@ continuous-batching pipeline broken: that step and every later one raise, for ev
 (measured with openvino-genai 2026.4.1: "Internal error: this function cannot be called when we
 are already in scheduling phase"). The compiler is not reachable from Python, so what it would
 refuse is refused here first, with a message naming the request field, and the engine only ever
-sees grammars that compile.
+sees grammars that compile. (Should one slip through, the engine worker fails only its request
+and rebuilds its pipeline, and the frontend remembers the grammar: servables/engine/worker.py.)
 
 The checks follow XGrammar's converters (json_schema_converter.cc, regex_converter.cc,
 grammar_parser.cc) and are conservative: what they cannot vouch for is refused. JSON-schema
@@ -15,12 +16,16 @@ keywords XGrammar ignores without a word (`not`, `if`/`then`/`else`, `dependentR
 `allOf` with several entries, a `$ref` outside the document) are refused too: accepting them
 would promise output the engine does not enforce. So are validation keywords next to `$ref`,
 `anyOf`, `oneOf`, `allOf`, `const` or `enum`, which XGrammar skips (it uses the first of those
-it finds), and `pattern` together with `minLength`/`maxLength`.
+it finds), and `pattern` together with `minLength`/`maxLength`. XGrammar's schemas are strict: an
+array without `items` has no items beyond `prefixItems`, an object without
+`additionalProperties` no properties beyond `properties`, so `minItems` / `minProperties` that
+ask for more are refused; integer bounds must fit XGrammar's int64.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -30,6 +35,8 @@ from servables.errors import InvalidRequest
 __all__ = ["check_ebnf", "check_json_schema", "check_regex", "json_schema_text"]
 
 MAX_SCHEMA_DEPTH = 64
+INT64_LIMIT = 1 << 63
+INT32_LIMIT = 1 << 31
 
 _TYPES = frozenset({"string", "number", "integer", "boolean", "null", "array", "object"})
 _IGNORED_BY_ENGINE = (
@@ -230,14 +237,48 @@ class _Checker:
             value = schema[key]
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise self.fail(where, f"{key} must be a number")
-            if integer and float(value) != int(value):
+            if isinstance(value, float) and not math.isfinite(value):
+                raise self.fail(where, f"{key} must be a finite number")
+            # Compared as written: an int above 2**53 is whole although its float is not exact.
+            if integer and isinstance(value, float) and not value.is_integer():
                 raise self.fail(where, f"{key} of an integer must be a whole number")
+            if integer:
+                self.check_integer_bound(key, value, where)
             if key.endswith("inimum"):
                 low = value if low is None else max(low, value)
             else:
                 high = value if high is None else min(high, value)
         if low is not None and high is not None and low > high:
             raise self.fail(where, f"the minimum ({low}) is greater than the maximum ({high})")
+        if integer:
+            # The engine's own range: an exclusive bound replaces the inclusive one.
+            start = schema.get("minimum")
+            if "exclusiveMinimum" in schema:
+                start = int(schema["exclusiveMinimum"]) + 1
+            end = schema.get("maximum")
+            if "exclusiveMaximum" in schema:
+                end = int(schema["exclusiveMaximum"]) - 1
+            if start is not None and end is not None and start > end:
+                raise self.fail(where, "no integer lies within the minimum and maximum given")
+
+    def check_integer_bound(self, key: str, value: int | float, where: str) -> None:
+        """XGrammar holds integer bounds as int64; JSON numbers it reads as doubles (written
+        with a fraction or exponent, or beyond int64) must stay strictly inside +-2**63."""
+        whole = int(value)
+        if isinstance(value, float):
+            fits = -INT64_LIMIT < whole < INT64_LIMIT
+        else:
+            fits = -INT64_LIMIT <= whole < INT64_LIMIT
+        if not fits:
+            raise self.fail(
+                where,
+                f"{key} ({value}) is outside the range of integer bounds the grammar engine "
+                f"supports (-2**63 to 2**63-1)",
+            )
+        if (key == "exclusiveMinimum" and whole == INT64_LIMIT - 1) or (
+            key == "exclusiveMaximum" and whole == -INT64_LIMIT
+        ):
+            raise self.fail(where, f"{key} ({value}) leaves no integer the grammar engine supports")
 
     def check_string(self, schema: dict[str, Any], where: str) -> None:
         lengths = [key for key in ("minLength", "maxLength") if key in schema]
@@ -280,6 +321,17 @@ class _Checker:
             raise self.fail(where, "prefixItems must be an array")
         if "maxItems" in counts and counts["maxItems"] < len(prefix):
             raise self.fail(where, "maxItems is less than the number of prefixItems")
+        if any(value >= INT64_LIMIT for value in counts.values()):
+            raise self.fail(where, "minItems and maxItems must be below 2**63")
+        # XGrammar's schemas are strict: without `items` (or `unevaluatedItems`) an array
+        # has no items beyond prefixItems.
+        extra = items if "items" in schema else schema.get("unevaluatedItems", False)
+        if extra is False and counts.get("minItems", 0) > len(prefix):
+            raise self.fail(
+                where,
+                f"minItems ({counts['minItems']}) asks for more items than prefixItems has "
+                f"({len(prefix)}), and no other items are allowed (give `items` a schema)",
+            )
 
     def check_object(self, schema: dict[str, Any], where: str) -> None:
         properties = schema.get("properties", {})
@@ -310,6 +362,22 @@ class _Checker:
             raise self.fail(where, "minProperties is greater than maxProperties")
         if "maxProperties" in counts and counts["maxProperties"] < len(set(required)):
             raise self.fail(where, "maxProperties is less than the number of required properties")
+        if any(value >= INT32_LIMIT for value in counts.values()):
+            raise self.fail(where, "minProperties and maxProperties must be below 2**31")
+        # Strict schemas again: no properties beyond `properties` unless something allows them.
+        closed = (
+            schema.get("additionalProperties", False) is False
+            and schema.get("unevaluatedProperties", False) is False
+            and not schema.get("patternProperties")
+            and "propertyNames" not in schema
+        )
+        if closed and counts.get("minProperties", 0) > len(properties):
+            raise self.fail(
+                where,
+                f"minProperties ({counts['minProperties']}) asks for more properties than "
+                f"`properties` lists ({len(properties)}), and no other properties are allowed "
+                "(give additionalProperties a schema)",
+            )
         patterns = schema.get("patternProperties", {})
         if not isinstance(patterns, dict):
             raise self.fail(where, "patternProperties must be an object")
@@ -338,6 +406,9 @@ class _Checker:
 # ------------------------------------------------------------------------------------ regex
 
 _REPEAT = re.compile(r"\{(\d+)(,(\d*))?\}")
+# Python reads \012 as octal (a newline); XGrammar as \0 followed by "12".
+_OCTAL = re.compile(r"\\0[0-9]")
+_OCTAL_MESSAGE = "octal escapes like \\012 are not supported by the grammar engine (use \\xHH)"
 
 
 def check_regex(pattern: Any, param: str) -> None:
@@ -345,7 +416,8 @@ def check_regex(pattern: Any, param: str) -> None:
 
     Python's `re` catches malformed patterns; the scan below refuses what XGrammar's regex
     converter refuses although Python accepts it (backreferences, lookaround, word boundaries,
-    inline flags, `\\p{...}`, empty classes, stacked quantifiers, `{` that is not a repetition).
+    inline flags, named groups, `\\p{...}`, empty classes, empty alternatives, stacked and
+    possessive quantifiers, `{` that is not a repetition).
     """
     if not isinstance(pattern, str):
         raise _fail(param, f"{param} must be a string")
@@ -371,6 +443,8 @@ def check_regex(pattern: Any, param: str) -> None:
             following = pattern[position + 1]
             if (following.isdigit() and following != "0") or following == "k":
                 raise refuse("backreferences are not supported by the grammar engine")
+            if _OCTAL.match(pattern, position):
+                raise refuse(_OCTAL_MESSAGE)
             if following in "pP":
                 raise refuse("\\p{...} classes are not supported by the grammar engine")
             if following in "bB":
@@ -386,6 +460,8 @@ def check_regex(pattern: Any, param: str) -> None:
             if position < end and pattern[position] == "]":
                 raise refuse("a character class starting with ']' is not supported")
             while position < end and pattern[position] != "]":
+                if _OCTAL.match(pattern, position):
+                    raise refuse(_OCTAL_MESSAGE)
                 position += 2 if pattern[position] == "\\" else 1
             position += 1
             at_start = False
@@ -400,9 +476,10 @@ def check_regex(pattern: Any, param: str) -> None:
                     raise refuse("lookahead is not supported by the grammar engine")
                 elif modifier in ("<=", "<!"):
                     raise refuse("lookbehind is not supported by the grammar engine")
-                elif modifier.startswith("<") or modifier.startswith("P<"):
-                    close = pattern.find(">", position)
-                    position = close + 1
+                elif modifier.startswith("<") or modifier.startswith("P"):
+                    raise refuse(
+                        "named groups are not supported by the grammar engine (use a plain group)"
+                    )
                 else:
                     raise refuse("inline flags and group modifiers are not supported")
             at_start = True
@@ -411,6 +488,11 @@ def check_regex(pattern: Any, param: str) -> None:
             position += 1
             at_start = False
         elif char == "|":
+            if at_start or position + 1 >= end or pattern[position + 1] in "|)":
+                raise refuse(
+                    "empty alternatives are not supported by the grammar engine (write "
+                    "(a)? instead of (a|))"
+                )
             position += 1
             at_start = True
         elif char in "*+?":
@@ -419,8 +501,10 @@ def check_regex(pattern: Any, param: str) -> None:
             if previous_quantifier:
                 raise refuse("two repetition operators in a row are not supported")
             position += 1
-            if position < end and pattern[position] in "?+":
-                position += 1  # lazy / possessive: the engine treats them as plain repetition
+            if position < end and pattern[position] == "?":
+                position += 1  # lazy: the engine treats it as plain repetition
+            if position < end and pattern[position] == "+":
+                raise refuse("possessive repetition (like 'a++') is not supported")
             quantifier = True
         elif char == "{":
             match = _REPEAT.match(pattern, position)
@@ -430,9 +514,13 @@ def check_regex(pattern: Any, param: str) -> None:
                 raise refuse("'{' has nothing to repeat")
             if previous_quantifier:
                 raise refuse("two repetition operators in a row are not supported")
+            if match.group(3) and int(match.group(1)) > int(match.group(3)):
+                raise refuse("the repetition's minimum is greater than its maximum")
             position = match.end()
             if position < end and pattern[position] == "?":
                 position += 1
+            if position < end and pattern[position] == "+":
+                raise refuse("possessive repetition (like 'a{2}+') is not supported")
             quantifier = True
         else:
             position += 1
@@ -487,6 +575,25 @@ def check_ebnf(grammar: Any, param: str) -> None:
     _EbnfParser(tokens, param).parse()
 
 
+# Escapes XGrammar's EBNF lexer knows (encoding.cc), and those it adds inside a class.
+_EBNF_ESCAPES = {
+    "'": 39,
+    '"': 34,
+    "?": 63,
+    "\\": 92,
+    "a": 7,
+    "b": 8,
+    "f": 12,
+    "n": 10,
+    "r": 13,
+    "t": 9,
+    "v": 11,
+    "0": 0,
+    "e": 27,
+}
+_EBNF_CLASS_ESCAPES = frozenset("^$.*+?()[]{}|/-")
+
+
 class _EbnfParser:
     def __init__(self, tokens: list[tuple[str, str, int]], param: str) -> None:
         self.tokens = tokens
@@ -514,6 +621,8 @@ class _EbnfParser:
             if not self.at_rule_start():
                 raise self.fail("expected a rule `name ::= ...`")
             name = self.peek()[1]
+            if self.index and self.tokens[self.index - 1][2] == self.peek()[2]:
+                raise self.fail("a rule must start on a new line")
             if name in self.defined:
                 raise self.fail(f"rule {name!r} is defined twice")
             self.defined.add(name)
@@ -539,7 +648,11 @@ class _EbnfParser:
                 break
             if kind == "charclass" and re.search(r"\\[dwsDWS]", text):
                 raise self.fail("escapes like \\d inside a character class are not supported")
-            if kind in ("string", "charclass"):
+            if kind == "string":
+                self.codepoints(text[1:-1], in_class=False)
+                self.index += 1
+            elif kind == "charclass":
+                self.character_class(text)
                 self.index += 1
             elif kind == "name":
                 self.used.append((text, line))
@@ -553,7 +666,74 @@ class _EbnfParser:
             else:
                 raise self.fail("expected a string, a character class, a rule name or '('")
             count += 1
-            if self.peek()[0] == "repeat" or self.peek()[1] in ("*", "+", "?"):
+            if self.peek()[0] == "repeat":
+                bounds = [int(n) for n in re.findall(r"\d+", self.peek()[1])]
+                if len(bounds) == 2 and bounds[0] > bounds[1]:
+                    raise self.fail("the repetition's minimum is greater than its maximum")
+                self.index += 1
+            elif self.peek()[1] in ("*", "+", "?"):
                 self.index += 1
         if count == 0:
             raise self.fail("expected an element")
+
+    def codepoints(self, text: str, *, in_class: bool) -> list[int | None]:
+        """The code points of a string literal's or a character class's text, as XGrammar's
+        lexer reads them (None for an unescaped '-' in a class); refuses the escapes it does
+        not know, which Python-style EBNF writers use freely."""
+        result: list[int | None] = []
+        position = 0
+        while position < len(text):
+            char = text[position]
+            if char != "\\":
+                result.append(None if in_class and char == "-" else ord(char))
+                position += 1
+                continue
+            following = text[position + 1 : position + 2]
+            if following in _EBNF_ESCAPES:
+                result.append(_EBNF_ESCAPES[following])
+                position += 2
+            elif in_class and following and following in _EBNF_CLASS_ESCAPES:
+                result.append(ord(following))
+                position += 2
+            elif following in ("x", "u", "U"):
+                digits = re.match(r"[0-9a-fA-F]*", text[position + 2 :])
+                run = digits.group() if digits else ""
+                wanted = {"x": len(run), "u": 4, "U": 8}[following]
+                if wanted == 0 or len(run) < wanted:
+                    raise self.fail(
+                        f"the escape \\{following} needs "
+                        + ("hex digits" if following == "x" else f"{wanted} hex digits")
+                    )
+                value = int(run[:wanted], 16)
+                if value > 0x10FFFF:
+                    raise self.fail(
+                        f"the escape \\{following}{run[:wanted]} is not a Unicode character"
+                    )
+                result.append(value)
+                position += 2 + wanted
+            else:
+                raise self.fail(
+                    f"the escape \\{following} is not supported (supported: \\n \\r \\t "
+                    '\\\\ \\" and \\xHH, \\uHHHH, \\UHHHHHHHH)'
+                )
+        return result
+
+    def character_class(self, text: str) -> None:
+        body = text[1:-1]
+        if body.startswith("^"):
+            body = body[1:]
+        items = self.codepoints(body, in_class=True)
+        index = 0
+        while index < len(items):
+            low = items[index]
+            if index + 2 < len(items) and items[index + 1] is None:
+                high = items[index + 2]
+                low_point = ord("-") if low is None else low
+                high_point = ord("-") if high is None else high
+                if low_point > high_point:
+                    raise self.fail(
+                        f"the character range {chr(low_point)!r}-{chr(high_point)!r} is reversed"
+                    )
+                index += 3
+            else:
+                index += 1

@@ -33,7 +33,12 @@ from typing import Any
 from servables.admission import Admission
 from servables.engine.client import EngineClient
 from servables.engine.messages import EngineSpec
-from servables.errors import ServableLoadError, ServableNotReady
+from servables.errors import (
+    GrammarNotCompiled,
+    InvalidRequest,
+    ServableLoadError,
+    ServableNotReady,
+)
 from servables.llm.chat_template import ChatTemplate, find_template, special_token
 from servables.llm.choices import (
     ChoiceUpdate,
@@ -333,8 +338,12 @@ class LLMServable:
             self.reasoning_parser,
             self.config.enable_tool_guided_generation,
         )
-        if plan.constraint is not None:
-            config["structured_output"] = plan.constraint.engine_fields()
+        constraint = plan.constraint
+        if constraint is not None:
+            config["structured_output"] = constraint.engine_fields()
+            known = self.engine.grammar_failure(constraint.engine_fields())
+            if known is not None:  # it broke an engine step before (servables/engine/worker.py)
+                raise InvalidRequest(f"{constraint.param}: {known}", param=constraint.param)
         # Last: everything cheap to refuse has been checked before any image is fetched.
         images = await self._images(request, media)
         requests = engine_requests(
@@ -398,6 +407,11 @@ class LLMServable:
                 self.batcher,
             ):
                 yield event
+        except GrammarNotCompiled as error:
+            param = constraint.param if constraint is not None else None
+            raise InvalidRequest(
+                f"{param}: {error.message}" if param else error.message, param=param
+            ) from error
         finally:
             stream.close()
             for listener in self.request_listeners:

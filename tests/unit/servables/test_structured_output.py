@@ -157,3 +157,102 @@ def test_bad_request_forms_name_the_field(body: dict[str, Any], param: str) -> N
     with pytest.raises(InvalidRequest) as info:
         parse_constraint(body)
     assert info.value.param == param
+
+
+# Grammars that passed these checks but made the engine's step raise (openvino-genai 2026.4.1,
+# /tmp/rv/gcands.py in the review of the grammar checks); each must now be a 400 naming the field.
+ENGINE_FAILURES: list[tuple[str, Any, str]] = [
+    ("regex", "(?P<n>a)", "named groups"),
+    ("regex", "a||b", "empty alternatives"),
+    ("regex", "|a", "empty alternatives"),
+    ("regex", "a|", "empty alternatives"),
+    ("regex", "(|a)", "empty alternatives"),
+    ("regex", "a++", "possessive"),
+    ("regex", "a*+", "possessive"),
+    ("regex", "a{2}+", "possessive"),
+    # Compiles, but as "\0" then "12" where Python (and the client) mean a newline.
+    ("regex", r"\012", "octal"),
+    ("regex", r"[\012]", "octal"),
+    ("grammar", "root ::= [z-a]", "reversed"),
+    ("grammar", r'root ::= "\q"', r"escape \q"),
+    ("grammar", 'root ::= "a"{5,2}', "minimum is greater than its maximum"),
+    ("grammar", r"root ::= [\q]", r"escape \q"),
+    ("grammar", r'root ::= "\u12"', "4 hex digits"),
+    ("grammar", r'root ::= "\x"', "hex digits"),
+    ("grammar", r'root ::= "\/"', r"escape \/"),
+    ("grammar", r'root ::= "\U00110000"', "not a Unicode character"),
+    ("grammar", 'root ::= "a" b ::= "c"', "new line"),
+    (
+        "json_schema",
+        {"type": "integer", "exclusiveMinimum": 5, "exclusiveMaximum": 6},
+        "no integer",
+    ),
+    ("json_schema", {"type": "integer", "minimum": 5, "exclusiveMaximum": 5}, "minimum"),
+    ("json_schema", {"type": "integer", "minimum": 1e30}, "outside the range"),
+    ("json_schema", {"type": "integer", "minimum": -1e20, "maximum": 1e20}, "outside the range"),
+    ("json_schema", {"type": "integer", "maximum": 1 << 63}, "outside the range"),
+    ("json_schema", {"type": "integer", "minimum": float(1 << 63)}, "outside the range"),
+    ("json_schema", {"type": "integer", "exclusiveMinimum": (1 << 63) - 1}, "leaves no integer"),
+    ("json_schema", {"type": "integer", "maximum": float("inf")}, "finite"),
+    ("json_schema", {"type": "array", "minItems": 100000}, "minItems (100000)"),
+    ("json_schema", {"type": "array", "minItems": 1}, "give `items` a schema"),
+    ("json_schema", {"type": "array", "items": False, "minItems": 1}, "minItems (1)"),
+    (
+        "json_schema",
+        {"type": "array", "prefixItems": [{"type": "string"}], "items": False, "minItems": 3},
+        "prefixItems has (1)",
+    ),
+    (
+        "json_schema",
+        {"type": "object", "minProperties": 2, "additionalProperties": False},
+        "minProperties (2)",
+    ),
+    ("json_schema", {"type": "object", "minProperties": 1}, "give additionalProperties a schema"),
+    (
+        "json_schema",
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "minProperties": 2},
+        "minProperties (2)",
+    ),
+]
+
+
+def check_as(kind: str, value: Any, param: str) -> None:
+    if kind == "regex":
+        check_regex(value, param)
+    elif kind == "grammar":
+        check_ebnf(value, param)
+    else:
+        check_json_schema(value, param)
+
+
+@pytest.mark.parametrize(("kind", "value", "fragment"), ENGINE_FAILURES, ids=lambda v: str(v)[:40])
+def test_grammars_that_broke_an_engine_step_are_refused(
+    kind: str, value: Any, fragment: str
+) -> None:
+    with pytest.raises(InvalidRequest) as info:
+        check_as(kind, value, "structured_outputs")
+    assert fragment in info.value.message, info.value.message
+    assert info.value.param == "structured_outputs"
+
+
+@pytest.mark.parametrize(
+    ("kind", "value"),
+    [
+        ("regex", "(a)*?"),
+        ("regex", "a{2}?"),
+        ("regex", "(?:a|b)c"),
+        ("grammar", r'root ::= "\x4" "\e" [\]\-] [+--] "\U0001F600"'),
+        ("grammar", "root ::= x.y\nx.y ::= [a-a]"),
+        ("json_schema", {"type": "integer", "minimum": (1 << 63) - 1}),
+        ("json_schema", {"type": "integer", "minimum": -(1 << 63), "maximum": 1 << 60}),
+        ("json_schema", {"type": "integer", "minimum": 1e18}),
+        ("json_schema", {"type": "integer", "exclusiveMinimum": 5, "exclusiveMaximum": 7}),
+        ("json_schema", {"type": "array", "items": {"type": "integer"}, "minItems": 100000}),
+        ("json_schema", {"type": "array", "unevaluatedItems": True, "minItems": 2}),
+        ("json_schema", {"type": "object", "minProperties": 2, "additionalProperties": {}}),
+        ("json_schema", {"type": "object", "minProperties": 1, "patternProperties": {"^x": {}}}),
+    ],
+    ids=lambda v: str(v)[:40],
+)
+def test_edge_cases_the_engine_compiles_pass(kind: str, value: Any) -> None:
+    check_as(kind, value, "structured_outputs")
