@@ -13,6 +13,7 @@ concurrently; times are `time.perf_counter_ns()` values.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
 OPEN = "Open"
 PROCESS = "Process"
 CLOSE = "Close"
+
+logger = logging.getLogger(__name__)
 
 
 class RunObserver(Protocol):
@@ -64,12 +67,23 @@ class GraphObserver(Protocol):
 
 
 class RunObservers:
-    """Several run observers behind one, so the scheduler always calls exactly one."""
+    """Several run observers behind one, so the scheduler always calls exactly one.
 
-    __slots__ = ("observers",)
+    Each observer is isolated from the others: one that raises is logged once and told nothing
+    more about the run except that it finished (so it can let go of what it holds), while the
+    others go on being told everything. The fan-out itself never raises an `Exception`.
+    """
+
+    __slots__ = ("failed", "observers")
 
     def __init__(self, observers: Sequence[RunObserver]) -> None:
-        self.observers = tuple(observers)
+        self.observers: tuple[RunObserver, ...] = tuple(observers)
+        self.failed: list[RunObserver] = []  # stopped being told events; still told finished()
+
+    def _failed(self, observer: RunObserver, error: Exception) -> None:
+        logger.error("run observer %r failed, not observing this run any more: %r", observer, error)
+        self.failed.append(observer)
+        self.observers = tuple(other for other in self.observers if other is not observer)
 
     def process(
         self,
@@ -81,30 +95,55 @@ class RunObservers:
         error: BaseException | None,
     ) -> None:
         for observer in self.observers:
-            observer.process(node, timestamp, inputs, start, end, error)
+            try:
+                observer.process(node, timestamp, inputs, start, end, error)
+            except Exception as failure:
+                self._failed(observer, failure)
 
     def lifecycle(
         self, node: int, phase: str, start: int, end: int, error: BaseException | None
     ) -> None:
         for observer in self.observers:
-            observer.lifecycle(node, phase, start, end, error)
+            try:
+                observer.lifecycle(node, phase, start, end, error)
+            except Exception as failure:
+                self._failed(observer, failure)
 
     def packet(self, stream: str, packet: Packet[Any]) -> None:
         for observer in self.observers:
-            observer.packet(stream, packet)
+            try:
+                observer.packet(stream, packet)
+            except Exception as failure:
+                self._failed(observer, failure)
 
     def finished(self, errors: Sequence[GraphError]) -> None:
-        for observer in self.observers:
-            observer.finished(errors)
+        for observer in (*self.observers, *self.failed):
+            try:
+                observer.finished(errors)
+            except Exception as failure:
+                if observer not in self.failed:  # log each observer once
+                    logger.error(
+                        "run observer %r failed when the run finished: %r", observer, failure
+                    )
 
 
 def observe_run(observers: Sequence[GraphObserver], run: GraphRun) -> RunObserver | None:
-    """The run observer for `run`: None when no one watches, else one or a fan-out."""
-    found = [
-        observer
-        for graph_observer in observers
-        if (observer := graph_observer.run_started(run)) is not None
-    ]
+    """The run observer for `run`: None when no one watches, else one or a fan-out.
+
+    A graph observer whose `run_started` raises is logged and skipped for this run; the others
+    still watch it.
+    """
+    found: list[RunObserver] = []
+    for graph_observer in observers:
+        try:
+            observer = graph_observer.run_started(run)
+        except Exception as error:
+            logger.error(
+                "graph observer %r failed to start watching a run: %r", graph_observer, error
+            )
+            continue
+        if observer is not None:
+            found.append(observer)
     if not found:
         return None
     return found[0] if len(found) == 1 else RunObservers(found)

@@ -101,6 +101,8 @@ class GraphRun:
         self.graph_observers = graph_observers
         # Set by start(); None (nothing watches) costs one check per call, nothing per packet.
         self.observer: RunObserver | None = None
+        # An observer dropped after it raised: still told the run finished, so it can clean up.
+        self.dropped_observer: RunObserver | None = None
         self.loop = loop
         self.services = dict(services or {})
         self.heap: list[int] = []
@@ -264,6 +266,8 @@ class GraphRun:
     def _observer_failed(self, error: Exception) -> None:
         """Watching must not break the run: a failing observer is dropped, with a log line."""
         logger.error("graph observer failed, not observing this run any more: %r", error)
+        if self.observer is not None:
+            self.dropped_observer = self.observer
         self.observer = None
 
     def _observe_packet(self, stream: str, packet: Packet[Any]) -> None:
@@ -677,23 +681,31 @@ class GraphRun:
             self.flow.resolve_deadlock()
 
     async def _finish(self) -> None:
-        """Close what is still open, then report the outcome."""
-        while self.tasks or self.lifecycle:
-            await asyncio.wait([*self.tasks, *self.lifecycle])
-        for node in self.nodes:
-            if node.state == OPEN:
-                await self._close(node)
-        for stream in self.inputs.values():
-            stream.closed = True
-            for waiter in stream.waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
-        if self.observer is not None:
-            try:
-                self.observer.finished(self.errors)
-            except Exception as error:
-                self._observer_failed(error)
-        self.finished.set()
+        """Close what is still open, then report the outcome.
+
+        The observer hears of the end however the run ends (closing failing, this task being
+        cancelled), so whatever it keeps per run in flight is always released.
+        """
+        try:
+            while self.tasks or self.lifecycle:
+                await asyncio.wait([*self.tasks, *self.lifecycle])
+            for node in self.nodes:
+                if node.state == OPEN:
+                    await self._close(node)
+            for stream in self.inputs.values():
+                stream.closed = True
+                for waiter in stream.waiters:
+                    if not waiter.done():
+                        waiter.set_result(None)
+        finally:
+            observer = self.observer or self.dropped_observer
+            self.observer = self.dropped_observer = None
+            if observer is not None:
+                try:
+                    observer.finished(self.errors)
+                except Exception as error:
+                    logger.error("graph observer failed when the run finished: %r", error)
+            self.finished.set()
 
     def fail(self, error: GraphError) -> None:
         self.errors.append(error)

@@ -179,7 +179,7 @@ class HttpLLMCalculator(Calculator):
             request.ignored_fields = parsed.ignored_fields
             self.envelope = ResponseEnvelope(request.model, parsed.echo)
             if request.stream:
-                self.responses = ResponsesStream(self.envelope)
+                self.responses = ResponsesStream(self.envelope, self._count_tokens)
             endpoint: Endpoint = "chat"
         else:
             endpoint = endpoint_of(payload.uri)
@@ -196,7 +196,10 @@ class HttpLLMCalculator(Calculator):
         )
         media = cc.service(MEDIA_POLICY) if cc.has_service(MEDIA_POLICY) else None
         self.events = aiter(self.servable.generate(request, media))
-        if request.stream:
+        if self.responses is not None:
+            # The request is taken: say so now, not after the first engine step.
+            self._emit(cc, b"".join(map(sse_event, self.responses.start())), more=True)
+        elif request.stream:
             await self._stream_step(cc)
         else:
             self._emit(cc, await self._unary(), more=False)
@@ -229,6 +232,7 @@ class HttpLLMCalculator(Calculator):
                 unary_output(parsed, incomplete),
                 usage,
                 incomplete=incomplete,
+                reasoning_tokens=self._count_tokens(parsed.reasoning or ""),
             )
             return dumps(body).encode()
         want_logprobs = self.request.sampling.logprobs
@@ -258,7 +262,8 @@ class HttpLLMCalculator(Calculator):
         try:
             event = await anext(self.events)
         except StopAsyncIteration:
-            self._emit(cc, SSE_DONE, more=False)
+            # The Responses stream ends with its last event: no [DONE] there.
+            self._emit(cc, b"" if self.responses is not None else SSE_DONE, more=False)
             return
         except ServableError as error:
             if self.timestamp == 0:
@@ -266,7 +271,7 @@ class HttpLLMCalculator(Calculator):
             if self.responses is not None:
                 code = "invalid_prompt" if isinstance(error, InvalidRequest) else "server_error"
                 failed = self.responses.fail(error.message, code)
-                self._emit(cc, b"".join(map(sse_event, failed)) + SSE_DONE, more=False)
+                self._emit(cc, b"".join(map(sse_event, failed)), more=False)
                 await self._abandon()
                 return
             body = error_body(
@@ -282,14 +287,13 @@ class HttpLLMCalculator(Calculator):
         self._emit(cc, self._frames(event), more=event.usage is None)
 
     def _response_frames(self, event: GenerationEvent, stream: ResponsesStream) -> bytes:
-        events = stream.start() if self.timestamp == 0 else []
+        events = stream.start()  # already sent when the request was taken: nothing
         for update in event.updates:
             events += stream.update(update.text, update.reasoning, update.tool_calls)
         frames = b"".join(map(sse_event, events))
         if event.usage is not None:
             reason = next((u.finish_reason for u in event.updates if u.finish_reason), "stop")
             frames += b"".join(map(sse_event, stream.finish(reason or "stop", event.usage)))
-            frames += SSE_DONE
         return frames
 
     def _frames(self, event: GenerationEvent) -> bytes:
@@ -328,6 +332,17 @@ class HttpLLMCalculator(Calculator):
                 frames.append(sse_frame(builder.usage_chunk(event.usage)))
             frames.append(SSE_DONE)
         return b"".join(frames)
+
+    def _count_tokens(self, text: str) -> int:
+        """Tokens of `text` by the model's tokenizer (the reasoning part of the output)."""
+        if not text:
+            return 0
+        try:
+            encoded = self.servable.tokenizer.encode(text, add_special_tokens=False)
+            return int(encoded.input_ids.get_shape()[-1])
+        except Exception:  # no tokenizer (not loaded): usage still answers, without the detail
+            logger.debug("could not count reasoning tokens", exc_info=True)
+            return 0
 
     async def _abandon(self) -> None:
         events, self.events = self.events, None

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -296,14 +296,17 @@ def _echo_format(text: Any) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------- response
 
 
-def usage_body(usage: Usage | None) -> dict[str, Any] | None:
+def usage_body(usage: Usage | None, reasoning_tokens: int = 0) -> dict[str, Any] | None:
+    """The Response's usage; `reasoning_tokens` is the part of the output that was reasoning."""
     if usage is None:
         return None
     return {
         "input_tokens": usage.prompt_tokens,
         "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
         "output_tokens": usage.completion_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
+        "output_tokens_details": {
+            "reasoning_tokens": max(0, min(reasoning_tokens, usage.completion_tokens))
+        },
         "total_tokens": usage.prompt_tokens + usage.completion_tokens,
     }
 
@@ -326,6 +329,7 @@ def response_object(
     *,
     incomplete: bool = False,
     error: dict[str, str] | None = None,
+    reasoning_tokens: int = 0,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
         "id": envelope.id,
@@ -339,7 +343,7 @@ def response_object(
         "output": list(output),
         **envelope.echo,
     }
-    body["usage"] = usage_body(usage)
+    body["usage"] = usage_body(usage, reasoning_tokens)
     if body["usage"] is None:
         del body["usage"]
     return body
@@ -412,8 +416,14 @@ class ResponsesStream:
     tool call) closes it and opens the next, so items follow the order the model wrote them.
     """
 
-    def __init__(self, envelope: ResponseEnvelope) -> None:
+    def __init__(
+        self, envelope: ResponseEnvelope, count_tokens: Callable[[str], int] | None = None
+    ) -> None:
         self.envelope = envelope
+        # Counts the tokens of the reasoning text, for `output_tokens_details.reasoning_tokens`.
+        self.count_tokens = count_tokens
+        self.reasoning: list[str] = []
+        self.started = False
         self.sequence = 0
         self.items: list[dict[str, Any]] = []  # closed items, for the final Response
         self.open: _OpenItem | None = None
@@ -425,6 +435,10 @@ class ResponsesStream:
         return event
 
     def start(self) -> list[dict[str, Any]]:
+        """`response.created` and `response.in_progress`: sent as soon as the request is taken."""
+        if self.started:
+            return []
+        self.started = True
         response = response_object(self.envelope, "in_progress", [])
         return [
             self._event("response.created", response=response),
@@ -434,8 +448,9 @@ class ResponsesStream:
     def update(
         self, content: str, reasoning: str, tool_calls: Sequence[ToolCallDelta]
     ) -> list[dict[str, Any]]:
-        events: list[dict[str, Any]] = []
+        events: list[dict[str, Any]] = self.start()
         if reasoning:
+            self.reasoning.append(reasoning)
             events += self._text("reasoning", reasoning)
         if content:
             events += self._text("message", content)
@@ -580,18 +595,28 @@ class ResponsesStream:
 
     def finish(self, finish_reason: str, usage: Usage) -> list[dict[str, Any]]:
         incomplete = finish_reason == "length"
-        events: list[dict[str, Any]] = []
+        events: list[dict[str, Any]] = self.start()
         if not self.items and self.open is None:
             events += self._ensure("message")  # an empty answer is still one (empty) message
         events += self._close("incomplete" if incomplete else "completed")
         status = "incomplete" if incomplete else "completed"
-        response = response_object(self.envelope, status, self.items, usage, incomplete=incomplete)
+        reasoning = "".join(self.reasoning)
+        reasoning_tokens = self.count_tokens(reasoning) if reasoning and self.count_tokens else 0
+        response = response_object(
+            self.envelope,
+            status,
+            self.items,
+            usage,
+            incomplete=incomplete,
+            reasoning_tokens=reasoning_tokens,
+        )
         kind = "response.incomplete" if incomplete else "response.completed"
         return [*events, self._event(kind, response=response)]
 
     def fail(self, message: str, code: str) -> list[dict[str, Any]]:
+        events = self.start()
         self.open = None
         response = response_object(
             self.envelope, "failed", self.items, error={"code": code, "message": message}
         )
-        return [self._event("response.failed", response=response)]
+        return [*events, self._event("response.failed", response=response)]

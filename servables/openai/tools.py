@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from servables.errors import InvalidRequest
 from servables.llm.output_parsers import OutputParser, ParsedDelta, ToolCallDelta
+from servables.llm.output_parsers.schema_refs import embed_schema
 from servables.llm.output_parsers.types import new_call_id
 from servables.openai.structured_output import OutputConstraint, json_schema_constraint
 
@@ -129,31 +130,6 @@ def tool_parameters(tools: Sequence[Mapping[str, Any]], name: str) -> dict[str, 
     raise KeyError(name)
 
 
-def _rebase_refs(schema: Any, base: str) -> Any:
-    """A copy of `schema` whose local `$ref`s point into it at `base` inside a larger schema."""
-    if isinstance(schema, list):
-        return [_rebase_refs(item, base) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    copy: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key == "$ref" and isinstance(value, str) and value.startswith("#"):
-            copy[key] = base + value[1:]
-        elif key in ("enum", "const", "default", "examples"):
-            copy[key] = value
-        else:
-            copy[key] = _rebase_refs(value, base)
-    return copy
-
-
-def _has_ref(schema: Any) -> bool:
-    if isinstance(schema, dict):
-        return "$ref" in schema or any(_has_ref(value) for value in schema.values())
-    if isinstance(schema, list):
-        return any(_has_ref(item) for item in schema)
-    return False
-
-
 def forced_call_constraint(
     tools: Sequence[Mapping[str, Any]], choice: ToolChoice, parallel_tool_calls: bool
 ) -> OutputConstraint:
@@ -168,13 +144,8 @@ def forced_call_constraint(
     definitions: dict[str, Any] = {}
     for index, tool in enumerate(tools):
         function = tool["function"]
-        arguments = function["parameters"]
-        if _has_ref(arguments):
-            # Its local references must still resolve inside the combined schema: it moves to
-            # `$defs` (XGrammar follows object keys only, not `anyOf` positions).
-            key = f"tool_{index}_parameters"
-            definitions[key] = _rebase_refs(arguments, f"#/$defs/{key}")
-            arguments = {"$ref": f"#/$defs/{key}"}
+        # Its local references must still resolve inside the combined schema.
+        arguments = embed_schema(function["parameters"], f"tool_{index}_parameters", definitions)
         alternatives.append(
             {
                 "type": "object",

@@ -350,6 +350,31 @@ def test_responses_unary_and_streaming(client: openai.OpenAI, golden: Golden) ->
     assert cut.incomplete_details.reason == "max_output_tokens"
 
 
+def test_responses_stream_starts_at_once_and_ends_with_its_last_event(
+    client: openai.OpenAI, server: Server
+) -> None:
+    body = {"model": "smollm2", "input": "Count to twenty.", "max_output_tokens": 40}
+    stream = client.responses.create(**body, stream=True)  # type: ignore[call-overload]
+    kinds = [event.type for event in stream]
+    assert kinds[:2] == ["response.created", "response.in_progress"]
+    assert kinds[-1] in ("response.completed", "response.incomplete")
+    with (
+        server.http() as http,
+        http.stream("POST", "/v3/responses", json={**body, "stream": True}) as response,
+    ):
+        assert response.status_code == 200
+        chunks = list(response.iter_raw())
+    raw = b"".join(chunks).decode()
+    assert "[DONE]" not in raw  # the Responses stream has no [DONE] after its last event
+    events = [line[6:] for line in raw.splitlines() if line.startswith("data: ")]
+    assert json.loads(events[-1])["type"] in ("response.completed", "response.incomplete")
+    # created and in_progress are written when the request is taken, before any engine step:
+    # on their own, ahead of the first output
+    first = chunks[0].decode()
+    assert "response.created" in first and "response.in_progress" in first
+    assert "response.output_item.added" not in first
+
+
 def test_responses_function_tool(client: openai.OpenAI) -> None:
     tools: Any = [{"type": "function", **WEATHER["function"]}]
     response = client.responses.create(

@@ -200,12 +200,16 @@ def test_pages_and_events_need_the_key_and_a_browser_gets_a_cookie(watched: Exac
         assert http.get(f"/graphs/{MODEL}/stats").status_code == 401
         refused = http.get("/graphs")
         assert refused.status_code == 401 and 'name="api_key"' in refused.text
-        assert http.get("/graphs", params={"api_key": "wrong"}).status_code == 401
-        redirect = http.get(f"/graphs/{MODEL}", params={"api_key": KEY})
+        assert 'method="post"' in refused.text
+        assert http.get("/graphs", params={"api_key": KEY}).status_code == 401  # not in addresses
+        wrong = http.post("/graphs/login", data={"api_key": "wrong", "next": f"/graphs/{MODEL}"})
+        assert wrong.status_code == 401 and "set-cookie" not in wrong.headers
+        redirect = http.post("/graphs/login", data={"api_key": KEY, "next": f"/graphs/{MODEL}"})
         assert redirect.status_code == 303
         assert redirect.headers["location"] == f"/graphs/{MODEL}"
         cookie = redirect.headers["set-cookie"]
         assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and KEY not in cookie
+        assert "Max-Age=" in cookie
     with httpx.Client(base_url=watched.base_url, cookies=redirect.cookies) as browser_like:
         page = browser_like.get(f"/graphs/{MODEL}")
         assert page.status_code == 200
@@ -312,8 +316,11 @@ def test_the_page_in_a_browser_shows_the_graph_and_counts_a_request(
         )
         try:
             page = browser.new_page()
-            page.goto(f"{watched.base_url}/graphs/{MODEL}?api_key={KEY}")
-            assert page.url == f"{watched.base_url}/graphs/{MODEL}"  # the key left the address
+            page.goto(f"{watched.base_url}/graphs/{MODEL}")
+            page.fill('input[name="api_key"]', KEY)  # the login form POSTs it
+            with page.expect_navigation():
+                page.click('button[type="submit"]')
+            assert page.url == f"{watched.base_url}/graphs/{MODEL}"  # the key never in the address
             node = page.locator('.node[data-node="0"]')
             assert "LLMExecutor" in (node.text_content() or "")
             page.wait_for_selector("#live.on")

@@ -4,15 +4,18 @@
     GET /graphs/{name}            HTML: the graph drawn (graphruntime.layout) with live figures
     GET /graphs/{name}/stats      JSON: the same figures, for scripts
     GET /graphs/{name}/events     SSE: one JSON snapshot per second, what the page listens to
+    POST /graphs/login            form: the API key (and the page to go back to); sets a cookie
 
 The page is one self-contained HTML document (inline SVG, script and style; nothing fetched from
 elsewhere), so it works offline and behind any proxy. Figures are aggregated per servable across
 all its request runs (see graphruntime.stats) plus, for LLM nodes, the engine's figures.
 
 With an API key set (--api_key_file / $API_KEY) these routes want it too: scripts send
-`Authorization: Bearer KEY`; a browser opens `/graphs?api_key=KEY` once, which sets a cookie
-(HttpOnly, SameSite=Strict, holding an HMAC of the key rather than the key) and redirects to the
-same page without the key in its address.
+`Authorization: Bearer KEY`; a browser without it gets a login form, which POSTs the key to
+/graphs/login (so it never appears in an address, the history or an access log: a key in the
+query string is not accepted). The answer is a 303 back to the page with a cookie (HttpOnly,
+SameSite=Strict, Max-Age COOKIE_SECONDS) holding not the key but its expiry, a random salt and
+an HMAC of both keyed with the API key; the server checks the HMAC and the expiry.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import hashlib
 import hmac
 import html
 import json
+import secrets
 import time
 from importlib import resources
 from typing import Any
@@ -35,6 +39,7 @@ from graphruntime.server.graph_servable import GraphServable
 from graphruntime.server.http.state import STATE
 
 COOKIE = "graphrt_graphs"
+COOKIE_SECONDS = 12 * 3600  # how long a browser stays logged in to the graph page
 EVENT_INTERVAL_SECONDS = 1.0
 
 
@@ -42,8 +47,26 @@ def _static(name: str) -> str:
     return (resources.files("graphruntime.server.http") / "static" / name).read_text("utf-8")
 
 
-def _cookie_token(api_key: str) -> str:
-    return hmac.new(api_key.encode(), b"graphrt graph page", hashlib.sha256).hexdigest()
+def _cookie_token(api_key: str, expires: int, salt: str) -> str:
+    message = f"graphrt graph page|{expires}|{salt}".encode()
+    return hmac.new(api_key.encode(), message, hashlib.sha256).hexdigest()
+
+
+def new_cookie(api_key: str, now: float | None = None) -> str:
+    """A cookie value that proves the API key for COOKIE_SECONDS: `expires.salt.hmac`."""
+    expires = int(now if now is not None else time.time()) + COOKIE_SECONDS
+    salt = secrets.token_hex(16)
+    return f"{expires}.{salt}.{_cookie_token(api_key, expires, salt)}"
+
+
+def cookie_valid(api_key: str, cookie: str, now: float | None = None) -> bool:
+    parts = cookie.split(".")
+    if len(parts) != 3 or not parts[0].isdigit():
+        return False
+    expires, salt, token = int(parts[0]), parts[1], parts[2]
+    if expires < (now if now is not None else time.time()):
+        return False
+    return hmac.compare_digest(token.encode(), _cookie_token(api_key, expires, salt).encode())
 
 
 def _authorized(request: web.Request) -> bool:
@@ -53,38 +76,68 @@ def _authorized(request: web.Request) -> bool:
     given = request.headers.get("Authorization", "")
     if hmac.compare_digest(given.encode(), f"Bearer {api_key}".encode()):
         return True
-    query = request.query.get("api_key", "")
-    if query and hmac.compare_digest(query.encode(), api_key.encode()):
-        return True
     cookie = request.cookies.get(COOKIE, "")
-    return bool(cookie) and hmac.compare_digest(cookie.encode(), _cookie_token(api_key).encode())
+    return bool(cookie) and cookie_valid(api_key, cookie)
 
 
 LOGIN_FORM = """<!doctype html><html><head><meta charset="utf-8"><title>graphrt: API key</title>
 </head><body style="font-family: sans-serif; margin: 3em"><h1>API key required</h1>
 <p>This server has an API key. Enter it to see its graphs (scripts send an
-<code>Authorization: Bearer</code> header instead).</p>
-<form method="get"><input type="password" name="api_key" autofocus size="40">
+<code>Authorization: Bearer</code> header instead).</p>{error}
+<form method="post" action="/graphs/login"><input type="hidden" name="next" value="{next}">
+<input type="password" name="api_key" autofocus size="40" autocomplete="current-password">
 <button type="submit">Open</button></form></body></html>"""
 
 
+def _login_form(next_page: str, error: str = "") -> web.Response:
+    text = LOGIN_FORM.replace("{error}", f"<p><b>{html.escape(error)}</b></p>" if error else "")
+    text = text.replace("{next}", html.escape(next_page, quote=True))
+    return web.Response(
+        status=401, text=text, content_type="text/html", headers={"Cache-Control": "no-store"}
+    )
+
+
+def _next_page(value: str) -> str:
+    """Where to go after logging in: a graph page of this server, nothing else."""
+    local = value == "/graphs" or value.startswith("/graphs/")
+    if local and "\\" not in value and not any(ord(char) < 32 for char in value):
+        return value
+    return "/graphs"
+
+
 def _guard(request: web.Request, page: bool) -> web.StreamResponse | None:
-    """None when the request may go on, else the answer to send (401, or a cookie redirect)."""
-    if not _authorized(request):
-        if page:
-            return web.Response(status=401, text=LOGIN_FORM, content_type="text/html")
-        return web.json_response(
-            {"error": "Unauthorized: send Authorization: Bearer <API key>"}, status=401
-        )
+    """None when the request may go on, else the answer to send (a 401, a login form for pages)."""
+    if _authorized(request):
+        return None
+    if page:
+        return _login_form(str(request.rel_url.with_query(None)))
+    return web.json_response(
+        {"error": "Unauthorized: send Authorization: Bearer <API key>"}, status=401
+    )
+
+
+async def login(request: web.Request) -> web.StreamResponse:
+    """The login form's POST: a cookie and a 303 to the page, or the form again."""
+    form = await request.post()
+    given, next_value = form.get("api_key", ""), form.get("next", "")
+    next_page = _next_page(next_value if isinstance(next_value, str) else "")
     api_key = request.app[STATE].settings.api_key
-    if page and api_key and "api_key" in request.query:
-        query = {key: value for key, value in request.query.items() if key != "api_key"}
-        response = web.HTTPSeeOther(request.rel_url.with_query(query))
-        response.set_cookie(
-            COOKIE, _cookie_token(api_key), httponly=True, samesite="Strict", path="/graphs"
-        )
-        return response
-    return None
+    if not api_key:
+        raise web.HTTPSeeOther(next_page)
+    if not isinstance(given, str) or not hmac.compare_digest(given.encode(), api_key.encode()):
+        return _login_form(next_page, "That is not the API key.")
+    response = web.Response(
+        status=303, headers={"Location": next_page, "Cache-Control": "no-store"}
+    )
+    response.set_cookie(
+        COOKIE,
+        new_cookie(api_key),
+        max_age=COOKIE_SECONDS,
+        httponly=True,
+        samesite="Strict",
+        path="/graphs",
+    )
+    return response
 
 
 def _servable(request: web.Request) -> GraphServable:
@@ -248,6 +301,7 @@ async def graph_events(request: web.Request) -> web.StreamResponse:
 
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/graphs", list_graphs)
+    app.router.add_post("/graphs/login", login)
     app.router.add_get("/graphs/{name}", show_graph)
     app.router.add_get("/graphs/{name}/stats", graph_stats)
     app.router.add_get("/graphs/{name}/events", graph_events)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from servables.llm.output_parsers.registry import tool_schemas, validate_parser_names
+from servables.llm.output_parsers.schema_refs import embed_schema
 
 __all__ = ["tool_call_structural_tag"]
 
@@ -79,18 +80,22 @@ def _devstral(schemas: Mapping[str, Mapping[str, Any]]) -> tuple[list[str], list
 
 def _phi4(schemas: Mapping[str, Mapping[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
     # One tag whose body is the whole list, so that several calls fit in one `functools[...]`.
+    # Each tool's schema sits inside that list: its local `$ref`s must still resolve there.
+    definitions: dict[str, Any] = {}
     calls = [
         {
             "type": "object",
             "properties": {
                 "name": {"type": "string", "enum": [name]},
-                "arguments": _schema(schema),
+                "arguments": embed_schema(_schema(schema), f"tool_{index}_parameters", definitions),
             },
             "required": ["name", "arguments"],
         }
-        for name, schema in schemas.items()
+        for index, (name, schema) in enumerate(schemas.items())
     ]
-    body = {"type": "array", "items": {"anyOf": calls}, "minItems": 1}
+    body: dict[str, Any] = {"type": "array", "items": {"anyOf": calls}, "minItems": 1}
+    if definitions:
+        body["$defs"] = definitions
     return ["functools"], [_tag("functools", body, "")]
 
 

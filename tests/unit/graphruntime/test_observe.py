@@ -263,3 +263,105 @@ async def test_a_failing_observer_is_dropped_and_the_run_goes_on(
     assert out == [1, 2, 3]
     assert graph._run is not None and graph._run.observer is None
     assert "graph observer failed" in caplog.text and "broken observer" in caplog.text
+
+
+class Leaky:
+    """A GraphObserver that keeps the runs in flight, like GraphStats, and raises on `failing`."""
+
+    def __init__(self, failing: str = "") -> None:
+        self.active: set[int] = set()
+        self.finished = 0
+        self.failing = failing
+
+    def run_started(self, run: GraphRun) -> RunObserver:
+        owner = self
+
+        class Observer:
+            def process(self, *args: Any) -> None:
+                if owner.failing == "process":
+                    raise RuntimeError("broken leaky observer (process)")
+
+            def lifecycle(self, *args: Any) -> None:
+                pass
+
+            def packet(self, *args: Any) -> None:
+                pass
+
+            def finished(self, errors: Sequence[GraphError]) -> None:
+                owner.active.discard(id(self))
+                owner.finished += 1
+
+        observer = Observer()
+        self.active.add(id(observer))
+        return observer
+
+
+async def test_a_failing_observer_does_not_stop_the_fan_out_to_the_next_ones(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    alone, fanned = Recorder(), Recorder()
+    await run_chain(Graph(CHAIN, observers=[alone]), [7, 8])
+    graph = Graph(CHAIN)
+    stats = GraphStats(graph.validated)
+    graph.observers.extend([Failing(), stats, fanned])
+    await run_chain(graph, [7, 8])
+    assert fanned.calls == alone.calls  # everything, though the one before it raised
+    assert {stream["name"]: stream["packets"] for stream in stats.snapshot()["streams"]} == {
+        "in": 2,
+        "mid": 2,
+        "out": 2,
+    }
+    assert stats.active_runs == 0 and stats.runs_started == 1
+    failures = [r for r in caplog.records if "broken observer" in r.getMessage()]
+    assert len(failures) == 1  # logged once, not on every call nor again at finished()
+
+
+async def test_runs_ending_in_errors_do_not_leak_active_runs_behind_a_failing_observer() -> None:
+    graph = Graph(CHAIN)
+    stats = GraphStats(graph.validated)
+    graph.observers.extend([stats, Failing()])
+    for _ in range(3):
+        with pytest.raises(GraphRunError):
+            await run_chain(graph, [1, -1])
+        await run_chain(graph, [1])
+    assert stats.active_runs == 0
+    assert stats.runs_started == 6 and stats.runs_failed == 3
+
+
+async def test_a_single_observer_dropped_after_raising_is_still_told_the_run_finished() -> None:
+    leaky = Leaky(failing="process")
+    graph = Graph(CHAIN, observers=[leaky])
+    with pytest.raises(GraphRunError):
+        await run_chain(graph, [1, -1])
+    assert leaky.active == set() and leaky.finished == 1
+
+
+async def test_an_observer_failing_to_start_watching_does_not_stop_the_others(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Refusing:
+        def run_started(self, run: GraphRun) -> RunObserver:
+            raise RuntimeError("cannot watch")
+
+    leaky = Leaky()
+    graph = Graph(CHAIN, observers=[leaky, Refusing()])
+    await run_chain(graph, [1])
+    assert leaky.active == set() and leaky.finished == 1
+    assert "cannot watch" in caplog.text
+
+
+async def test_the_observer_hears_of_the_end_even_when_finishing_is_cancelled() -> None:
+    leaky = Leaky()
+    graph = Graph(CHAIN, observers=[leaky])
+    await graph.start_run()
+    run = graph._run
+    assert run is not None
+    run.lifecycle.add(asyncio.get_running_loop().create_future())  # a close that never ends
+    graph.close_all_packet_sources()
+    while run.finish_task is None:
+        await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    run.finish_task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run.finish_task
+    assert leaky.active == set() and leaky.finished == 1

@@ -166,3 +166,42 @@ def test_chat_bodies_with_tool_calls_and_reasoning_validate() -> None:
     more = builder.delta_chunk(0, "", tool_calls=[ToolCallDelta(0, arguments="}")])
     assert_valid("CreateChatCompletionStreamResponse", more)
     assert "id" not in more["choices"][0]["delta"]["tool_calls"][0]
+
+
+def test_reasoning_tokens_are_counted_in_the_usage() -> None:
+    def words(text: str) -> int:  # a fake tokenizer: one token per word
+        return len(text.split())
+
+    stream = ResponsesStream(envelope(), words)
+    events = stream.start()
+    events += stream.update("", "Let me", [])  # what a reasoning parser extracted, streamed
+    events += stream.update("", " think hard", [])
+    events += stream.update("Sunny.", "", [])
+    events += stream.finish("stop", Usage(4, 9))
+    usage = events[-1]["response"]["usage"]
+    assert usage["output_tokens_details"] == {"reasoning_tokens": 4}
+    assert usage["output_tokens"] == 9
+    assert_valid("ResponseStreamEvent", events[-1])
+    plain = ResponsesStream(envelope(), words)
+    closing = [*plain.update("Sunny.", "", []), *plain.finish("stop", Usage(4, 2))]
+    assert closing[-1]["response"]["usage"]["output_tokens_details"] == {"reasoning_tokens": 0}
+    unary = response_object(envelope(), "completed", [], Usage(5, 3), reasoning_tokens=2)
+    assert unary["usage"]["output_tokens_details"] == {"reasoning_tokens": 2}
+    capped = response_object(envelope(), "completed", [], Usage(5, 3), reasoning_tokens=7)
+    assert capped["usage"]["output_tokens_details"] == {"reasoning_tokens": 3}
+
+
+def test_created_and_in_progress_come_once_however_the_stream_starts() -> None:
+    stream = ResponsesStream(envelope())
+    first = stream.start()
+    assert [event["type"] for event in first] == ["response.created", "response.in_progress"]
+    assert stream.start() == []
+    late = ResponsesStream(envelope())  # not started by the caller: the first events start it
+    kinds = [event["type"] for event in late.update("Hi", "", [])]
+    assert kinds[:3] == ["response.created", "response.in_progress", "response.output_item.added"]
+    failed = ResponsesStream(envelope()).fail("engine stopped", "server_error")
+    assert [event["type"] for event in failed] == [
+        "response.created",
+        "response.in_progress",
+        "response.failed",
+    ]

@@ -16,6 +16,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from servables.llm.grammar_check import check_json_schema
 from servables.llm.output_parsers import (
     ParserConfigError,
     make_output_parser,
@@ -123,3 +124,117 @@ def test_each_grammar_makes_smollm2_write_a_valid_call_its_parser_reads(
         output = parser.parse(text)
         assert [call.name for call in output.tool_calls][:1] == ["get_weather"], (family, text)
         jsonschema.validate(json.loads(output.tool_calls[0].arguments), schema)
+
+
+REF_TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {
+                "type": "object",
+                "properties": {"loc": {"$ref": "#/$defs/Loc"}},
+                "required": ["loc"],
+                "$defs": {
+                    "Loc": {
+                        "type": "object",
+                        "properties": {"city": {"type": "string"}},
+                        "required": ["city"],
+                    }
+                },
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "add",
+            "parameters": {
+                "type": "object",
+                "properties": {"a": {"$ref": "#/definitions/N"}, "b": {"$ref": "#/definitions/N"}},
+                "definitions": {"N": {"type": "integer"}},
+            },
+        },
+    },
+]
+
+
+def _refs(schema: Any) -> list[str]:
+    if isinstance(schema, dict):
+        own = [schema["$ref"]] if isinstance(schema.get("$ref"), str) else []
+        return own + [ref for value in schema.values() for ref in _refs(value)]
+    if isinstance(schema, list):
+        return [ref for item in schema for ref in _refs(item)]
+    return []
+
+
+def _resolve(document: Any, ref: str) -> Any:
+    assert ref.startswith("#/"), ref
+    node = document
+    for part in ref[2:].split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        assert isinstance(node, dict) and part in node, f"{ref} does not resolve"
+        node = node[part]
+    return node
+
+
+@pytest.mark.parametrize("family", GRAMMAR_FAMILIES)
+def test_local_refs_of_tool_schemas_resolve_inside_each_tag_body(family: str) -> None:
+    document = tool_call_structural_tag(family, REF_TOOLS, require_call=True)
+    assert document is not None
+    bodies = [tag["content"]["json_schema"] for tag in document["format"]["tags"]]
+    for body in bodies:
+        for ref in _refs(body):
+            _resolve(body, ref)
+    # ... and they mean what they meant
+    valid = {"get_weather": {"loc": {"city": "Paris"}}, "add": {"a": 1, "b": 2}}
+    invalid = {"get_weather": {"loc": {"city": 3}}, "add": {"a": "one"}}
+    for index, name in enumerate(valid):
+        for arguments, expected in ((valid[name], True), (invalid[name], False)):
+            if family == "phi4":  # one body: the list of calls
+                body, instance = bodies[0], [{"name": name, "arguments": arguments}]
+            else:  # one tag per tool
+                body, instance = bodies[index], arguments
+            valid_here = jsonschema.Draft202012Validator(body).is_valid(instance)
+            assert valid_here is expected, (family, name, arguments)
+
+
+def test_phi4_moves_only_schemas_with_refs_to_defs() -> None:
+    tools = [*REF_TOOLS, {"type": "function", "function": {"name": "noop"}}]
+    document = tool_call_structural_tag("phi4", tools, require_call=False)
+    assert document is not None
+    (tag,) = document["format"]["tags"]
+    body = tag["content"]["json_schema"]
+    arguments = [call["properties"]["arguments"] for call in body["items"]["anyOf"]]
+    assert arguments == [
+        {"$ref": "#/$defs/tool_0_parameters"},
+        {"$ref": "#/$defs/tool_1_parameters"},
+        {"type": "object"},
+    ]
+    assert body["$defs"]["tool_0_parameters"]["properties"]["loc"] == {
+        "$ref": "#/$defs/tool_0_parameters/$defs/Loc"
+    }
+    assert REF_TOOLS[0]["function"]["parameters"]["properties"]["loc"] == {"$ref": "#/$defs/Loc"}
+    # the engine will accept it: the pre-engine grammar check vouches for it
+    check_json_schema(body, "tools")
+
+
+@pytest.mark.e2e
+def test_the_engine_compiles_the_phi4_tag_of_tools_with_refs(tiny_llm_gguf: Path) -> None:
+    genai: Any = importlib.import_module("openvino_genai")
+    scheduler = genai.SchedulerConfig()
+    scheduler.cache_size = 1
+    pipeline = genai.ContinuousBatchingPipeline(str(tiny_llm_gguf), scheduler, "CPU", {})
+    tokenizer = pipeline.get_tokenizer()
+    document = tool_call_structural_tag("phi4", REF_TOOLS, require_call=True)
+    structured = genai.StructuredOutputConfig()
+    structured.structural_tags_config = json.dumps(document)
+    config = genai.GenerationConfig()
+    config.max_new_tokens = 48
+    config.do_sample = False
+    config.structured_output_config = structured
+    config.validate()
+    ids = tokenizer.encode("Call a tool.", add_special_tokens=False).input_ids
+    (result,) = pipeline.generate([ids], [config])
+    text = tokenizer.decode([int(token) for token in result.m_generation_ids[0]])
+    assert text.startswith("functools"), text
