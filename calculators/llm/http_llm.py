@@ -169,9 +169,10 @@ class HttpLLMCalculator(Calculator):
     async def _start(self, cc: CalculatorContext, payload: HttpPayload) -> None:
         route = route_of(payload.uri)
         if route == "tokenize":
-            self._emit(
-                cc, tokenize_reply(self.servable.tokenize, request_body(payload)), more=False
+            reply = await tokenize_reply(
+                self.servable.tokenize, request_body(payload), self.servable.max_length
             )
+            self._emit(cc, reply, more=False)
             return
         if route == "responses":
             parsed = parse_responses_request(request_body(payload), self.servable.limits)
