@@ -41,7 +41,7 @@ from calculators.llm.resources import build_llm_servable
 from graphruntime import Calculator, CalculatorContext, CalculatorContract, register_calculator
 from graphruntime._proto.stream_handler_options_pb2 import SyncSetInputStreamHandlerOptions
 from graphruntime.resources import ResourceFactory
-from servables.errors import InvalidRequest, ServableError
+from servables.errors import InvalidRequest, ServableError, readable_message
 from servables.llm.choices import GenerationEvent
 from servables.llm.output_parsers import ParsedDelta, ToolCall
 from servables.llm.output_parsers.base import assemble
@@ -266,12 +266,12 @@ class HttpLLMCalculator(Calculator):
                 raise  # nothing sent yet: the server answers with a proper error status
             if self.responses is not None:
                 code = "invalid_prompt" if isinstance(error, InvalidRequest) else "server_error"
-                failed = self.responses.fail(error.message, code)
+                failed = self.responses.fail(readable_message(error.message), code)
                 self._emit(cc, b"".join(map(sse_event, failed)) + SSE_DONE, more=False)
                 await self._abandon()
                 return
             body = error_body(
-                error.message,
+                readable_message(error.message),
                 "server_error"
                 if not isinstance(error, InvalidRequest)
                 else "invalid_request_error",
