@@ -19,6 +19,8 @@ behind the engine's reports.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -49,6 +51,23 @@ class Admission:
                 f"waiting (the limit is {self.max_queued}); retry later",
                 retry_after=BUSY_RETRY_AFTER,
             )
+
+
+@dataclass
+class CountedAdmission(Admission):
+    """An Admission that counts its own requests in flight, for servables without an engine
+    process (embeddings, rerank): `with admission.request():` around a request's work."""
+
+    in_flight: int = 0
+
+    @contextlib.contextmanager
+    def request(self) -> Iterator[None]:
+        self.check(self.in_flight)
+        self.in_flight += 1
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
 
 
 @runtime_checkable

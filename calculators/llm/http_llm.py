@@ -41,7 +41,7 @@ from calculators.llm.resources import build_llm_servable
 from graphruntime import Calculator, CalculatorContext, CalculatorContract, register_calculator
 from graphruntime._proto.stream_handler_options_pb2 import SyncSetInputStreamHandlerOptions
 from graphruntime.resources import ResourceFactory
-from servables.errors import InvalidRequest, ServableError
+from servables.errors import InvalidRequest, ServableError, readable_message
 from servables.llm.choices import GenerationEvent
 from servables.llm.output_parsers import ParsedDelta, ToolCall
 from servables.llm.output_parsers.base import assemble
@@ -169,9 +169,10 @@ class HttpLLMCalculator(Calculator):
     async def _start(self, cc: CalculatorContext, payload: HttpPayload) -> None:
         route = route_of(payload.uri)
         if route == "tokenize":
-            self._emit(
-                cc, tokenize_reply(self.servable.tokenize, request_body(payload)), more=False
+            reply = await tokenize_reply(
+                self.servable.tokenize, request_body(payload), self.servable.max_length
             )
+            self._emit(cc, reply, more=False)
             return
         if route == "responses":
             parsed = parse_responses_request(request_body(payload), self.servable.limits)
@@ -270,12 +271,12 @@ class HttpLLMCalculator(Calculator):
                 raise  # nothing sent yet: the server answers with a proper error status
             if self.responses is not None:
                 code = "invalid_prompt" if isinstance(error, InvalidRequest) else "server_error"
-                failed = self.responses.fail(error.message, code)
+                failed = self.responses.fail(readable_message(error.message), code)
                 self._emit(cc, b"".join(map(sse_event, failed)), more=False)
                 await self._abandon()
                 return
             body = error_body(
-                error.message,
+                readable_message(error.message),
                 "server_error"
                 if not isinstance(error, InvalidRequest)
                 else "invalid_request_error",

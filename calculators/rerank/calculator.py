@@ -69,7 +69,9 @@ class RerankCalculatorOV(Calculator):
         payload: HttpPayload = packet.payload
         path = payload.uri.split("?", 1)[0].rstrip("/")
         if path.endswith("/tokenize"):
-            reply = tokenize_reply(self.servable.tokenize, request_body(payload))
+            reply = await tokenize_reply(
+                self.servable.tokenize, request_body(payload), self.servable.context
+            )
             cc.outputs[RESPONSE].add(reply, packet.timestamp)
             return
         if not path.endswith("/rerank"):

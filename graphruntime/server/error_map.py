@@ -5,8 +5,10 @@ exception a calculator raised, so a servable's InvalidRequest is a 400 whether i
 graph or not. Anything unexpected is a 500 whose body says only "Internal server error"; the
 details (the traceback) go to the log. Every server error's message names the request id
 (graphruntime.server.request_ids), which the log lines of that request carry too, so a user's
-report leads to the traceback. A temporary condition (an engine restarting, a full queue)
-carries the seconds after which a retry may succeed (HTTP's Retry-After).
+report leads to the traceback. Messages lose the C++ source locations and build paths openvino's
+exceptions carry (servables.errors.readable_message); the log keeps them. A temporary condition
+(an engine restarting, a full queue) carries the seconds after which a retry may succeed
+(HTTP's Retry-After).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from servables.errors import (
     ServableError,
     ServableLoadError,
     ServableNotReady,
+    readable_message,
 )
 
 logger = logging.getLogger(__name__)
@@ -93,7 +96,7 @@ def to_client_error(error: BaseException) -> ClientError:
     for klass, mapping in TABLE:
         if isinstance(cause, klass):
             assert isinstance(cause, ServableError)
-            message = cause.message
+            message = readable_message(cause.message)
             if mapping.status >= 500:
                 logger.warning("request failed: %s", cause.message)
                 message = with_request_id(message)
@@ -113,7 +116,8 @@ def to_client_error(error: BaseException) -> ClientError:
             logger.error("graph failed: %s", cause.message, exc_info=failed)
         else:
             logger.warning("graph failed: %s", cause.message)
-        return ClientError(500, with_request_id(cause.message), INTERNAL.error_type, None, None)
+        message = with_request_id(readable_message(cause.message))
+        return ClientError(500, message, INTERNAL.error_type, None, None)
     logger.error("unexpected error while serving a request", exc_info=cause)
     message = with_request_id("Internal server error")
     return ClientError(500, message, INTERNAL.error_type, None, None)

@@ -13,6 +13,10 @@ sentence-transformers files (modules.json, 1_Pooling/), and the graph names the 
 were trained with unless `--pooling` says otherwise. A rerank model's tokenizer keeps its special
 tokens and pair template (OVMS's script strips them and re-adds RoBERTa's by hand, which breaks
 BERT cross-encoders); graphrt serves both layouts.
+
+The model is written into a staging directory next to its target and moved in place only when the
+whole export succeeded, so a failed export (with `--overwrite_models` too) leaves the model that was
+there untouched. `--model_name` must stay inside the model repository (no absolute path, no `..`).
 """
 
 from __future__ import annotations
@@ -21,8 +25,11 @@ import json
 import logging
 import shutil
 import subprocess
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from graphruntime.server.graph_export import (
     EmbeddingsSettings,
@@ -95,34 +102,87 @@ def _convert_hf(source: str, target: Path, weight_format: str, task: str) -> Non
         raise ExportError(f"optimum-cli failed with exit code {result.returncode}")
 
 
+def _checked_name(name: str, repository: Path) -> Path:
+    """`repository / name`, refusing a name that would leave the repository."""
+    path = PurePath(name)
+    if not name.strip() or path.is_absolute() or ".." in path.parts or not path.parts:
+        raise ExportError(
+            f"model name {name!r} must be a relative path inside the model repository "
+            "(no absolute path, no '..'); pass another --model_name"
+        )
+    model_dir = repository / path
+    root = repository.resolve()
+    resolved = model_dir.resolve()
+    if resolved == root or not resolved.is_relative_to(root):
+        raise ExportError(
+            f"model name {name!r} leads outside the model repository {repository} "
+            "(through a symbolic link?); pass another --model_name"
+        )
+    return model_dir
+
+
 def _model_dir(request: ExportRequest, source: Path) -> tuple[str, Path]:
+    """The model's name and directory; an existing one is replaced only with overwrite_models
+    (and only once the export succeeded, see _staging)."""
     name = request.model_name or (source.stem if source.exists() else request.source_model)
-    model_dir = request.model_repository_path / name
-    if model_dir.exists():
-        if not request.overwrite_models:
-            raise ExportError(f"{model_dir} exists; pass --overwrite_models to replace it")
-        shutil.rmtree(model_dir)
-    model_dir.mkdir(parents=True)
+    model_dir = _checked_name(name, request.model_repository_path)
+    if (model_dir.exists() or model_dir.is_symlink()) and not request.overwrite_models:
+        raise ExportError(f"{model_dir} exists; pass --overwrite_models to replace it")
     return name, model_dir
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+@contextmanager
+def _staging(model_dir: Path) -> Iterator[Path]:
+    """A fresh directory next to `model_dir` to export into; on success it replaces
+    `model_dir` (the old model is removed only then), on failure it is removed."""
+    model_dir.parent.mkdir(parents=True, exist_ok=True)
+    tag = uuid.uuid4().hex[:8]
+    staging = model_dir.parent / f".{model_dir.name}.export-{tag}"
+    staging.mkdir()
+    try:
+        yield staging
+        old = model_dir.parent / f".{model_dir.name}.old-{tag}"
+        replaced = model_dir.exists() or model_dir.is_symlink()
+        if replaced:
+            model_dir.rename(old)
+        try:
+            staging.rename(model_dir)
+        except BaseException:
+            if replaced:
+                old.rename(model_dir)
+            raise
+        if replaced:
+            _remove(old)
+    except BaseException:
+        _remove(staging)
+        raise
 
 
 def export_text_generation(request: ExportRequest) -> Path:
     """Do the export; returns the model directory."""
     source = Path(request.source_model).expanduser()
     name, model_dir = _model_dir(request, source)
-    if source.is_file() and source.suffix.lower() == ".gguf":
-        shutil.copy2(source, model_dir / source.name)
-        models_path = f"./{source.name}"
-    elif _is_ir_dir(source):
-        shutil.copytree(source, model_dir, dirs_exist_ok=True)
-        models_path = "./"
-    else:
-        _convert_hf(request.source_model, model_dir, request.weight_format, "text_generation")
-        models_path = "./"
     settings = request.graph
     assert isinstance(settings, TextGenerationSettings)
-    settings.models_path = models_path
-    (model_dir / "graph.pbtxt").write_text(text_generation_graph(settings), encoding="utf-8")
+    with _staging(model_dir) as staging:
+        if source.is_file() and source.suffix.lower() == ".gguf":
+            shutil.copy2(source, staging / source.name)
+            models_path = f"./{source.name}"
+        elif _is_ir_dir(source):
+            shutil.copytree(source, staging, dirs_exist_ok=True)
+            models_path = "./"
+        else:
+            _convert_hf(request.source_model, staging, request.weight_format, "text_generation")
+            models_path = "./"
+        settings.models_path = models_path
+        (staging / "graph.pbtxt").write_text(text_generation_graph(settings), encoding="utf-8")
     if request.config_file_path is not None:
         add_to_config(request.config_file_path, name, model_dir)
     logger.info("exported %s to %s", name, model_dir)
@@ -143,26 +203,23 @@ def export_encoder(request: ExportRequest, task: str) -> Path:
     """embeddings_ov / rerank_ov: the model IR, its tokenizer IRs and the task's graph."""
     source = Path(request.source_model).expanduser()
     name, model_dir = _model_dir(request, source)
-    try:
-        if _is_ir_dir(source):
-            shutil.copytree(source, model_dir, dirs_exist_ok=True)
-        else:
-            _convert_hf(request.source_model, model_dir, request.weight_format, task)
-            if source.is_dir():
-                _keep_sentence_transformers_files(source, model_dir)
-    except BaseException:
-        shutil.rmtree(model_dir, ignore_errors=True)  # no half-written model directory
-        raise
     settings = request.graph
-    settings.models_path = "./"
-    if isinstance(settings, EmbeddingsSettings):
-        settings.pooling = settings.pooling or detect_pooling(model_dir)
-        graph = embeddings_graph(settings)
-    elif isinstance(settings, RerankSettings):
-        graph = rerank_graph(settings)
-    else:
+    if not isinstance(settings, EmbeddingsSettings | RerankSettings):
         raise ExportError(f"{task} needs embeddings or rerank graph settings")
-    (model_dir / "graph.pbtxt").write_text(graph, encoding="utf-8")
+    with _staging(model_dir) as staging:
+        if _is_ir_dir(source):
+            shutil.copytree(source, staging, dirs_exist_ok=True)
+        else:
+            _convert_hf(request.source_model, staging, request.weight_format, task)
+            if source.is_dir():
+                _keep_sentence_transformers_files(source, staging)
+        settings.models_path = "./"
+        if isinstance(settings, EmbeddingsSettings):
+            settings.pooling = settings.pooling or detect_pooling(staging)
+            graph = embeddings_graph(settings)
+        else:
+            graph = rerank_graph(settings)
+        (staging / "graph.pbtxt").write_text(graph, encoding="utf-8")
     if request.config_file_path is not None:
         add_to_config(request.config_file_path, name, model_dir)
     logger.info("exported %s to %s", name, model_dir)

@@ -4,6 +4,8 @@ It lives in the server process: tokenization is short, and the inference (openvi
 released) runs on worker threads fed by a DynamicBatcher, so concurrent requests share
 inferences. An input longer than the model's context is refused (400) unless the graph says
 `truncate`, as in OVMS; the context is config.json's (OVMS's fields), 1024 when it has none.
+Requests beyond what the batches run at once queue, up to the server's bound (`admission`, as
+for LLMs); past it they are refused with ServableBusy (503, Retry-After).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from servables.admission import CountedAdmission
 from servables.embeddings.pooling import add_pooling
 from servables.encoders.batcher import BatchLimits, DynamicBatcher, EncoderStats
 from servables.encoders.model import EncodedInput, EncoderModel, FloatArray
@@ -71,6 +74,9 @@ class EmbeddingsServable:
         self.model: EncoderModel | None = None
         self.batcher: DynamicBatcher[FloatArray] | None = None
         self.dimensions = 0
+        # Requests the batches run at once: max_batch_size each, once the model's parallel
+        # inferences are known (start()); the server sets max_queued before start.
+        self.admission = CountedAdmission(config.name, config.batch.max_batch_size)
 
     @property
     def max_inputs(self) -> int:
@@ -84,6 +90,7 @@ class EmbeddingsServable:
         started = time.perf_counter()
         await asyncio.to_thread(self._load)
         assert self.model is not None
+        self.admission.capacity = self.model.parallel * self.config.batch.max_batch_size
         self.batcher = DynamicBatcher(
             self.name, self.model.run, self.config.batch, self.model.parallel, self.stats
         )
@@ -178,9 +185,17 @@ class EmbeddingsServable:
         token_ids: Sequence[Sequence[int]] | None = None,
     ) -> Embeddings:
         """One vector per input (pooled, normalised if configured), and the tokens used."""
-        batcher = self.batcher
-        if batcher is None or self.tokenizer is None:
+        if self.batcher is None or self.tokenizer is None:
             raise ServableNotReady(f"Model {self.name} is not loaded")
+        with self.admission.request():
+            return await self._embed(self.batcher, texts, token_ids)
+
+    async def _embed(
+        self,
+        batcher: DynamicBatcher[FloatArray],
+        texts: Sequence[str] | None,
+        token_ids: Sequence[Sequence[int]] | None,
+    ) -> Embeddings:
         started = time.perf_counter()
         if texts is not None:
             rows = await asyncio.to_thread(self._rows_from_texts, texts)

@@ -7,15 +7,21 @@ until the batch is full), runs the batch on a worker thread and hands each reque
 While every infer request is busy, rows keep queueing, so the next batch is fuller: the batch
 size follows the load. The window is only waited when the previous batch had company: a lone
 client never pays it. Rows are sorted by length before batches are cut, so short inputs are not
-padded to a long one, and a batch never holds more than `max_batch_tokens` padded tokens.
+padded to a long one, and a batch never holds more than `max_batch_tokens` padded tokens. Rows
+that did not fit are carried over and go first in the next batch, so a long row never starves
+behind a stream of short ones. When an inference fails for a batch that holds rows of several
+requests, each request's rows are run again on their own: only the request whose input makes
+the model fail gets the error.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -74,6 +80,7 @@ class EncoderStats:
 class _Pending(Generic[Result]):
     row: EncodedInput
     future: asyncio.Future[Result]
+    request: int = 0  # which submit() the row belongs to
 
 
 class DynamicBatcher(Generic[Result]):
@@ -94,6 +101,9 @@ class DynamicBatcher(Generic[Result]):
         self.parallel = max(1, parallel)
         self.stats = stats or EncoderStats()
         self._queue: asyncio.Queue[_Pending[Result]] = asyncio.Queue()
+        # Rows cut from a batch by the token budget: they lead the next batch.
+        self._carried: deque[_Pending[Result]] = deque()
+        self._requests = itertools.count()
         self._slots = asyncio.Semaphore(self.parallel)
         self._executor: ThreadPoolExecutor | None = None
         self._collector: asyncio.Task[None] | None = None
@@ -112,6 +122,10 @@ class DynamicBatcher(Generic[Result]):
             self._collector = None
         if self._running:
             await asyncio.gather(*self._running, return_exceptions=True)
+        while self._carried:
+            pending = self._carried.popleft()
+            if not pending.future.done():
+                pending.future.cancel()
         while not self._queue.empty():
             pending = self._queue.get_nowait()
             if not pending.future.done():
@@ -125,7 +139,8 @@ class DynamicBatcher(Generic[Result]):
         if self._collector is None:
             raise RuntimeError(f"{self.name}: the batcher is not running")
         loop = asyncio.get_running_loop()
-        pending = [_Pending(row, loop.create_future()) for row in rows]
+        request = next(self._requests)
+        pending = [_Pending(row, loop.create_future(), request) for row in rows]
         for item in pending:
             self._queue.put_nowait(item)
         try:
@@ -148,9 +163,12 @@ class DynamicBatcher(Generic[Result]):
             task.add_done_callback(self._running.discard)
 
     async def _next_batch(self) -> list[_Pending[Result]]:
-        """Wait for a row, let others join for the window; the rest stays queued."""
+        """Carried-over rows first, else wait for a row; let others join for the window; what
+        does not fit is carried over to lead the next batch."""
         limits = self.limits
-        batch = [await self._queue.get()]
+        carried = [item for item in self._carried if not item.future.done()]
+        self._carried.clear()
+        batch = list(carried) if carried else [await self._queue.get()]
         window = limits.window if self._last_batch_size > 1 else 0.0
         deadline = time.monotonic() + window
         while len(batch) < limits.max_batch_size:
@@ -164,50 +182,83 @@ class DynamicBatcher(Generic[Result]):
                     break
             else:
                 batch.append(self._queue.get_nowait())
-        live = [item for item in batch if not item.future.done()]
-        live.sort(key=lambda item: len(item.row))
-        kept = self._fit_tokens(live)
-        for item in live[len(kept) :]:
-            self._queue.put_nowait(item)  # longer rows wait for the next batch
+        fresh = [item for item in batch[len(carried) :] if not item.future.done()]
+        fresh.sort(key=lambda item: len(item.row))
+        kept, left = self._fit_tokens(carried + fresh)
+        self._carried.extend(left)  # in priority order: earlier carried rows stay ahead
         self._last_batch_size = len(batch)
         return kept
 
-    def _fit_tokens(self, rows: list[_Pending[Result]]) -> list[_Pending[Result]]:
-        """The shortest rows whose padded size fits max_batch_tokens (at least one row)."""
-        for count in range(len(rows), 0, -1):
-            if count * len(rows[count - 1].row) <= self.limits.max_batch_tokens:
-                return rows[:count]
-        return rows[:1]
+    def _fit_tokens(
+        self, rows: list[_Pending[Result]]
+    ) -> tuple[list[_Pending[Result]], list[_Pending[Result]]]:
+        """The rows, in priority order, whose padded size fits max_batch_tokens (at least the
+        first), and the ones left over."""
+        kept: list[_Pending[Result]] = []
+        longest = 0
+        for index, item in enumerate(rows):
+            longest = max(longest, len(item.row))
+            if kept and (len(kept) + 1) * longest > self.limits.max_batch_tokens:
+                return kept, rows[index:]
+            kept.append(item)
+        return kept, []
+
+    def _infer(self, rows: Sequence[EncodedInput]) -> Sequence[Result]:
+        """One inference (blocking, on a worker thread), recorded in the stats."""
+        started = time.perf_counter()
+        results = self.run_batch(rows)
+        elapsed = time.perf_counter() - started
+        stats = self.stats
+        stats.batches += 1
+        stats.batch_sizes.observe(len(rows))
+        stats.inference_seconds.observe(elapsed)
+        logger.debug(
+            "%s: batch of %d rows (%d tokens padded) in %.1f ms",
+            self.name,
+            len(rows),
+            len(rows) * max(len(row) for row in rows),
+            elapsed * 1000,
+        )
+        return list(results)
 
     async def _run(self, batch: list[_Pending[Result]]) -> None:
         try:
-            if not batch:
-                return
-            rows = [item.row for item in batch]
-            started = time.perf_counter()
-            loop = asyncio.get_running_loop()
-            try:
-                results = await loop.run_in_executor(self._executor, self.run_batch, rows)
-            except Exception as error:  # the inference failed: every row of the batch fails
-                logger.error("%s: inference of %d rows failed: %s", self.name, len(rows), error)
-                for item in batch:
-                    if not item.future.done():
-                        item.future.set_exception(error)
-                return
-            elapsed = time.perf_counter() - started
-            stats = self.stats
-            stats.batches += 1
-            stats.batch_sizes.observe(len(rows))
-            stats.inference_seconds.observe(elapsed)
-            logger.debug(
-                "%s: batch of %d rows (%d tokens padded) in %.1f ms",
-                self.name,
-                len(rows),
-                len(rows) * max(len(row) for row in rows),
-                elapsed * 1000,
-            )
-            for item, result in zip(batch, results, strict=True):
-                if not item.future.done():
-                    item.future.set_result(result)
+            if batch:
+                await self._run_rows(batch, retry_alone=True)
         finally:
             self._slots.release()
+
+    async def _run_rows(self, batch: list[_Pending[Result]], retry_alone: bool) -> None:
+        """Run `batch` and settle its futures. If the inference fails and the batch holds rows
+        of several requests, each request's rows run again on their own (`retry_alone`), so
+        only the requests whose rows make the model fail get the error."""
+        loop = asyncio.get_running_loop()
+        rows = [item.row for item in batch]
+        try:
+            results = await loop.run_in_executor(self._executor, self._infer, rows)
+        except Exception as error:
+            requests: dict[int, list[_Pending[Result]]] = {}
+            for item in batch:
+                requests.setdefault(item.request, []).append(item)
+            if retry_alone and len(requests) > 1:
+                logger.warning(
+                    "%s: inference of %d rows of %d requests failed (%s); running each "
+                    "request's rows on their own",
+                    self.name,
+                    len(rows),
+                    len(requests),
+                    error,
+                )
+                for items in requests.values():
+                    live = [item for item in items if not item.future.done()]
+                    if live:
+                        await self._run_rows(live, retry_alone=False)
+                return
+            logger.error("%s: inference of %d rows failed: %s", self.name, len(rows), error)
+            for item in batch:
+                if not item.future.done():
+                    item.future.set_exception(error)
+            return
+        for item, result in zip(batch, results, strict=True):
+            if not item.future.done():
+                item.future.set_result(result)

@@ -4,10 +4,15 @@
 "add_special_tokens"}` → `{"tokens": [ids]}`, or a list of id lists when `text` is a list. Any
 servable with a tokenizer can answer it (LLMs, VLMs, embedding models), so the parsing lives here,
 apart from any servable; `encode` runs it on an openvino-genai Tokenizer.
+
+`max_length` is bounded by the model's context (MAX_LENGTH when the servable knows none), and a
+padded reply by MAX_PADDED_TOKENS ids in all, so a request cannot make the server build huge
+arrays; tokenization runs on a worker thread, never on the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,12 +21,18 @@ from typing import Any
 from servables.errors import InvalidRequest
 
 __all__ = [
+    "MAX_LENGTH",
+    "MAX_PADDED_TOKENS",
     "TokenizeRequest",
     "encode",
     "parse_tokenize_request",
     "tokenize_body",
     "tokenize_reply",
 ]
+
+
+MAX_LENGTH = 131072  # the bound on max_length for a servable that knows no context
+MAX_PADDED_TOKENS = 1 << 20  # the texts times max_length of a padded request
 
 
 @dataclass(frozen=True)
@@ -44,7 +55,8 @@ def _optional_bool(body: dict[str, Any], name: str, default: bool | None) -> boo
     return value
 
 
-def parse_tokenize_request(body: Any) -> TokenizeRequest:
+def parse_tokenize_request(body: Any, context: int | None = None) -> TokenizeRequest:
+    """The request, checked; `context` (the model's, if known) bounds max_length."""
     if not isinstance(body, dict):
         raise InvalidRequest("JSON body must be an object")
     model = body.get("model")
@@ -58,13 +70,26 @@ def parse_tokenize_request(body: Any) -> TokenizeRequest:
     else:
         raise InvalidRequest("text must be a string or a non-empty array of strings", param="text")
     max_length = body.get("max_length")
+    limit = min(context, MAX_LENGTH) if context else MAX_LENGTH
     if max_length is not None and (
         not isinstance(max_length, int) or isinstance(max_length, bool) or max_length <= 0
     ):
         raise InvalidRequest("max_length must be a positive integer", param="max_length")
+    if max_length is not None and max_length > limit:
+        raise InvalidRequest(
+            f"max_length must be at most {limit}"
+            + (" (the model's context)" if limit == context else ""),
+            param="max_length",
+        )
     pad = bool(_optional_bool(body, "pad_to_max_length", False))
     if pad and max_length is None:
         raise InvalidRequest("pad_to_max_length needs max_length", param="pad_to_max_length")
+    if pad and max_length is not None and len(texts) * max_length > MAX_PADDED_TOKENS:
+        raise InvalidRequest(
+            f"padding {len(texts)} texts to {max_length} tokens makes more than "
+            f"{MAX_PADDED_TOKENS} tokens; send fewer texts or a smaller max_length",
+            param="pad_to_max_length",
+        )
     side = body.get("padding_side")
     if side is not None and side not in ("left", "right"):
         raise InvalidRequest("padding_side must be 'left' or 'right'", param="padding_side")
@@ -116,7 +141,11 @@ def tokenize_body(request: TokenizeRequest, tokens: list[list[int]]) -> dict[str
     return {"tokens": tokens if request.batched else tokens[0]}
 
 
-def tokenize_reply(tokenize: Callable[[TokenizeRequest], list[list[int]]], body: Any) -> bytes:
-    """The whole /v3/tokenize exchange for a servable's `tokenize`: request body in, JSON out."""
-    request = parse_tokenize_request(body)
-    return json.dumps(tokenize_body(request, tokenize(request)), separators=(",", ":")).encode()
+async def tokenize_reply(
+    tokenize: Callable[[TokenizeRequest], list[list[int]]], body: Any, context: int | None
+) -> bytes:
+    """The whole /v3/tokenize exchange for a servable's `tokenize`: request body in, JSON out.
+    `context` is the model's (None: unknown); the tokenizer runs on a worker thread."""
+    request = parse_tokenize_request(body, context)
+    tokens = await asyncio.to_thread(tokenize, request)
+    return json.dumps(tokenize_body(request, tokens), separators=(",", ":")).encode()

@@ -5,7 +5,9 @@ one (bge-reranker, ms-marco cross-encoders), else the softmax probability of lab
 openvino-genai's TextRerankPipeline computes them. As in OVMS, the query keeps at most half of
 the context; a document longer than what is left is split into chunks of that many tokens, each
 chunk is scored with the query, and the document's score is its best chunk's. A request may need
-at most `max_allowed_chunks` pairs. Pairs of concurrent requests are batched together.
+at most `max_allowed_chunks` pairs. Pairs of concurrent requests are batched together. Requests
+beyond what the batches run at once queue, up to the server's bound (`admission`, as for LLMs);
+past it they are refused with ServableBusy (503, Retry-After).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from servables.admission import CountedAdmission
 from servables.encoders.batcher import BatchLimits, DynamicBatcher, EncoderStats
 from servables.encoders.model import EncodedInput, EncoderModel
 from servables.encoders.model_dir import max_model_length, model_config
@@ -91,6 +94,8 @@ class RerankServable:
         self.model: EncoderModel | None = None
         self.template: PairTemplate | None = None
         self.batcher: DynamicBatcher[float] | None = None
+        # Requests the batches run at once (see EmbeddingsServable); max_queued is the server's.
+        self.admission = CountedAdmission(config.name, config.batch.max_batch_size)
 
     @property
     def max_allowed_chunks(self) -> int:
@@ -100,6 +105,7 @@ class RerankServable:
         started = time.perf_counter()
         await asyncio.to_thread(self._load)
         assert self.model is not None and self.template is not None
+        self.admission.capacity = self.model.parallel * self.config.batch.max_batch_size
         self.batcher = DynamicBatcher(
             self.name, self._score, self.config.batch, self.model.parallel, self.stats
         )
@@ -208,9 +214,21 @@ class RerankServable:
         max_tokens_per_doc: int | None = None,
     ) -> Scores:
         """One score per document, in request order."""
-        batcher = self.batcher
-        if batcher is None:
+        if self.batcher is None:
             raise ServableNotReady(f"Model {self.name} is not loaded")
+        with self.admission.request():
+            return await self._rerank(
+                self.batcher, query, documents, max_chunks_per_doc, max_tokens_per_doc
+            )
+
+    async def _rerank(
+        self,
+        batcher: DynamicBatcher[float],
+        query: str,
+        documents: Sequence[str],
+        max_chunks_per_doc: int | None,
+        max_tokens_per_doc: int | None,
+    ) -> Scores:
         started = time.perf_counter()
         rows, owners = await asyncio.to_thread(
             self._pairs, query, documents, max_chunks_per_doc, max_tokens_per_doc

@@ -265,3 +265,42 @@ def test_tokenize_counts_match_the_models_tokenizer(
     assert cut.json()["tokens"] == [int(t) for t in truncated]  # [CLS] a b [SEP]
     assert bare.json()["tokens"] == token_ids(tokenizer, texts[0])[1:-1]
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "text"
+
+
+@pytest.mark.parametrize("model", [EMBEDDINGS_MODEL, RERANK_MODEL, LLM_MODEL])
+def test_tokenize_limits_are_openai_400s(rag_server: ExactServer, model: str) -> None:
+    """max_length is bounded by the model's context and padding by a total; a huge integer is
+    a 400 naming the parameter, never a 500 or a giant allocation."""
+    cases = [
+        ({"max_length": 10**30}, "max_length"),
+        ({"max_length": -3}, "max_length"),
+        ({"max_length": 10**7, "pad_to_max_length": True}, "max_length"),
+        ({"max_length": "12"}, "max_length"),
+        ({"text": ["a"] * 20000, "max_length": 64, "pad_to_max_length": True}, "pad_to_max_length"),
+    ]
+    with rag_server.http() as http:
+        for fields, param in cases:
+            response = http.post("/v3/tokenize", json={"model": model, "text": "a b", **fields})
+            assert response.status_code == 400, (fields, response.text)
+            schema_validator("ErrorResponse").validate(response.json())
+            assert response.json()["error"]["param"] == param
+        padded = http.post(
+            "/v3/tokenize",
+            json={"model": model, "text": "a b", "max_length": 16, "pad_to_max_length": True},
+        )
+    assert padded.status_code == 200, padded.text
+    assert len(padded.json()["tokens"]) == 16
+
+
+def test_tokenize_max_length_is_bounded_by_the_context(rag_server: ExactServer) -> None:
+    with rag_server.http() as http:
+        at = http.post(
+            "/v3/tokenize", json={"model": EMBEDDINGS_MODEL, "text": "a", "max_length": CONTEXT}
+        )
+        past = http.post(
+            "/v3/tokenize",
+            json={"model": EMBEDDINGS_MODEL, "text": "a", "max_length": CONTEXT + 1},
+        )
+    assert at.status_code == 200, at.text
+    assert past.status_code == 400
+    assert f"at most {CONTEXT}" in past.json()["error"]["message"]

@@ -90,15 +90,76 @@ async def test_rows_queue_while_the_inference_is_busy() -> None:
 
 
 async def test_a_failed_inference_fails_its_rows_only() -> None:
+    """A batch mixing requests fails: each request's rows run again on their own, and only
+    the request whose row makes the model fail gets the error."""
     recorder = Recorder(fail_on=7)
-    batcher = await started(recorder, max_batch_size=1, window=0.0)
-    good, bad = await asyncio.gather(
-        batcher.submit([row(1)]), batcher.submit([row(7)]), return_exceptions=True
-    )
-    assert good == [1]
+    recorder.release.clear()
+    batcher = await started(recorder, max_batch_size=32, window=0.05)
+    busy = asyncio.ensure_future(batcher.submit([row(0)]))
+    await asyncio.sleep(0.05)  # the next requests queue behind the busy inference, together
+    requests = [
+        asyncio.ensure_future(batcher.submit(rows))
+        for rows in ([row(1)], [row(7), row(8)], [row(2), row(3)])
+    ]
+    await asyncio.sleep(0.05)
+    recorder.release.set()
+    assert await busy == [0]
+    good, bad, other = await asyncio.gather(*requests, return_exceptions=True)
+    assert good == [1] and other == [2, 3]
     assert isinstance(bad, RuntimeError)
-    assert await batcher.submit([row(2)]) == [2]
+    assert sorted(recorder.batches[1]) == [1, 2, 3, 7, 8], "the requests shared a batch"
+    assert await batcher.submit([row(4)]) == [4]
     await batcher.stop()
+
+
+async def test_a_lone_failing_request_is_not_retried() -> None:
+    recorder = Recorder(fail_on=7)
+    batcher = await started(recorder, max_batch_size=32, window=0.0)
+    with pytest.raises(RuntimeError):
+        await batcher.submit([row(1), row(7)])
+    await batcher.stop()
+    assert recorder.batches == [[1, 7]]
+
+
+async def test_rows_cut_by_the_token_budget_lead_the_next_batch() -> None:
+    """A long row that did not fit is not cut again and again by newer short rows."""
+    gate = threading.Semaphore(0)
+    batches: list[list[int]] = []
+
+    def run(rows: Sequence[EncodedInput]) -> list[int]:
+        batches.append([int(r.ids[0]) for r in rows])
+        gate.acquire(timeout=5)
+        return [int(r.ids[0]) for r in rows]
+
+    async def until(count: int) -> None:
+        for _ in range(500):
+            if len(batches) >= count:
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"expected {count} batches, got {batches}")
+
+    batcher: DynamicBatcher[int] = DynamicBatcher(
+        "test", run, BatchLimits(max_batch_size=32, window=0.0, max_batch_tokens=40)
+    )
+    batcher.start()
+    requests = [asyncio.ensure_future(batcher.submit([row(0, 10)]))]
+    await until(1)
+    requests.append(asyncio.ensure_future(batcher.submit([row(99, 30)])))
+    requests += [asyncio.ensure_future(batcher.submit([row(i, 10)])) for i in (1, 2, 3)]
+    await asyncio.sleep(0.05)
+    gate.release()
+    await until(2)
+    assert batches[1] == [1, 2, 3]  # shortest first; the long row did not fit
+    requests += [asyncio.ensure_future(batcher.submit([row(i, 10)])) for i in (4, 5, 6)]
+    await asyncio.sleep(0.05)
+    gate.release()
+    await until(3)
+    assert batches[2] == [99], "the carried-over row must go first"
+    for _ in range(10):
+        gate.release()
+    results = await asyncio.gather(*requests)
+    await batcher.stop()
+    assert results == [[0], [99], [1], [2], [3], [4], [5], [6]]
 
 
 async def test_a_cancelled_request_drops_its_waiting_rows() -> None:

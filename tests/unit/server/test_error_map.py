@@ -30,6 +30,7 @@ from servables.errors import (
     ServableError,
     ServableLoadError,
     ServableNotReady,
+    readable_message,
 )
 
 CASES = [
@@ -189,3 +190,42 @@ def test_server_errors_are_logged(caplog: pytest.LogCaptureFixture) -> None:
         to_client_error(InvalidRequest("client mistake"))
     messages = [record.getMessage() for record in caplog.records]
     assert messages == ["request failed: model files missing"]
+
+
+OPENVINO_FAILURE = (
+    "Exception from src/inference/src/cpp/infer_request.cpp:224:\n"
+    "Exception from /home/jenkins/agent/workspace/private-ci/ie/build-linux-manylinux_2_28/b/"
+    "repos/openvino/src/plugins/intel_cpu/src/node.cpp:792:\n"
+    "[CPU] Gather node with name 'Gather_1' Check 'idx < axisDim' failed at "
+    "src/plugins/intel_cpu/src/nodes/gather.cpp:123:\nindex 30522 is out of range\n"
+)
+
+
+def test_openvino_source_locations_are_stripped_from_graph_failures() -> None:
+    error = GraphRunError(
+        [calculator_failure(RuntimeError(OPENVINO_FAILURE), node="RerankExecutor")]
+    )
+    mapped = to_client_error(error)
+    assert mapped.status == 500
+    assert mapped.message == (
+        'Calculator::Process() for node "RerankExecutor" failed: [CPU] Gather node with name '
+        "'Gather_1' Check 'idx < axisDim' failed: index 30522 is out of range"
+    )
+
+
+def test_openvino_source_locations_are_stripped_from_servable_errors() -> None:
+    mapped = to_client_error(ServableError("inference failed: " + OPENVINO_FAILURE))
+    assert ".cpp" not in mapped.message and "jenkins" not in mapped.message
+    assert "index 30522 is out of range" in mapped.message
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "input[0] has 600 tokens, more than the model's context of 512 tokens",
+        "cannot read /models/x/config.json: bad JSON",
+        "max_length must be at most 512 (the model's context)",
+    ],
+)
+def test_plain_messages_are_kept(message: str) -> None:
+    assert readable_message(message) == message
