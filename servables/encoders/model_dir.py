@@ -109,18 +109,3 @@ def detect_pooling(path: Path) -> str | None:
         logger.warning("%s names %d pooling modes; expected exactly one", pooling_path, len(found))
         return None
     return found[0]
-
-
-def parse_plugin_config(text: str) -> dict[str, Any]:
-    """plugin_config (a JSON object of OpenVINO properties) as a dict."""
-    if not text.strip():
-        return {}
-    try:
-        parsed = json.loads(text)
-    except ValueError as error:
-        raise ServableLoadError(
-            f"plugin_config is not valid JSON: {error}", param="plugin_config"
-        ) from error
-    if not isinstance(parsed, dict):
-        raise ServableLoadError("plugin_config must be a JSON object", param="plugin_config")
-    return parsed
