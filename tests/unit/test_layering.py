@@ -85,7 +85,7 @@ CORE_LAYERS: tuple[tuple[str, ...], ...] = (
     # what a run keeps per node, and holding back its feeders while a queue is full
     ("node_runtime", "flow_control"),
     # running a graph, and watching it run
-    ("scheduler", "stats", "profiler"),
+    ("scheduler", "stats", "profiler", "trace_file"),
     # the public graph APIs
     ("graph", "testing", "calculator_graph"),
     # the package's re-exports
