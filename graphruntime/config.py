@@ -1,14 +1,14 @@
-"""Reading graph.pbtxt files into CalculatorGraphConfig messages.
+"""Reading graph.pbtxt files into CalculatorGraphConfig messages, with where each part came from.
 
 `text_format.Parse` alone is not enough for a graph runtime: it reports no positions, so the
 validator could not say `FILE:LINE: message` about a node or a stream, and it rejects any
 `[type.googleapis.com/mediapipe.FooOptions]` or `[mediapipe.FooOptions.ext]` block whose type is not
 in the descriptor pool, although a graph must load before (or without) the calculators that define
-those types. So a small structural pass walks the text alongside the descriptors first: it
-records where every field occurrence is, and cuts the option blocks of unknown types out of a copy
-of the text (blanked with spaces so that lines and columns stay put) to keep them as opaque text.
-protobuf's own parser then reads the blanked copy, so it still converts every scalar, enum and
-escape itself.
+those types. So a structural pass (graphruntime.config_text) walks the text first: it records
+where every field occurrence is, and cuts the option blocks of unknown types out of a copy of the
+text to keep them as opaque text. protobuf's own parser then reads the blanked copy, so it still
+converts every scalar, enum and escape itself. This module joins the two into a `GraphConfig`
+and decodes node options on demand.
 """
 
 from __future__ import annotations
@@ -18,17 +18,24 @@ import importlib
 import os
 import re
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 from google.protobuf import descriptor_pool, text_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
-from google.protobuf.descriptor_pool import DescriptorPool
 from google.protobuf.message import Message
 
 # stream_handler_options_pb2 is imported for its extensions of MediaPipeOptions.
 from graphruntime._proto import calculator_pb2, stream_handler_options_pb2  # noqa: F401
+from graphruntime.config_text import (
+    ANY_TYPE,
+    FieldPath,
+    OpaqueOptions,
+    OpaqueRecord,
+    OptionsEntry,
+    OptionsKind,
+    StructureParser,
+)
 from graphruntime.errors import GraphConfigError, SourceLocation
 
 # The LLM calculator's options are loaded so OVMS graphs get real messages, but the runtime itself
@@ -37,268 +44,8 @@ with contextlib.suppress(ImportError):
     importlib.import_module("calculators.llm.llm_calculator_pb2")
 
 M = TypeVar("M", bound=Message)
-FieldPath = tuple[str | int, ...]
-OptionsKind = Literal["any", "extension"]
 
-_ANY = "google.protobuf.Any"
-_CLOSERS = {"{": "}", "<": ">"}
-_VALUE_KINDS = ("ident", "number", "string")
-# The token classes of protobuf's own text tokenizer, so that both passes split the text alike.
-_TOKEN_RE = re.compile(
-    r"(?P<space>\s+)|(?P<comment>#[^\n]*)"
-    r"|(?P<ident>[A-Za-z_][0-9A-Za-z_+-]*)"
-    r"|(?P<number>(?:[0-9+-]|\.[0-9])[0-9A-Za-z_.+-]*)"
-    r"|(?P<string>\"[^\"\n\\]*(?:\\.[^\"\n\\]*)*\"|'[^'\n\\]*(?:\\.[^'\n\\]*)*')"
-    r"|(?P<quote>[\"'])|(?P<symbol>.)"
-)
-# An extension's full name, or an Any type URL with the three-part host protobuf insists on.
-_BRACKET_NAME_RE = re.compile(r"(?:{w} \. {w} \. {w} / )?{w}(?: \. {w})*".format(w=r"\w\S*"))
 _PROTOBUF_POSITION = re.compile(r"^\d+(?::\d+)? : ")
-
-
-@dataclass(frozen=True)
-class OpaqueOptions:
-    """An options block of a type the runtime did not know when the graph was parsed.
-
-    It stays text until a calculator that knows the type asks for it, so its errors surface then.
-    """
-
-    type_name: str
-    kind: OptionsKind
-    text: str
-    location: SourceLocation
-
-
-class _Token(NamedTuple):
-    kind: str
-    text: str
-    start: int
-    end: int
-    line: int
-    column: int
-
-
-@dataclass(frozen=True)
-class _Entry:
-    """One options type given at an owner: known (as wire bytes) or opaque."""
-
-    type_name: str
-    kind: OptionsKind
-    location: SourceLocation | None
-    payload: bytes = b""
-    opaque: OpaqueOptions | None = None
-
-
-@dataclass(frozen=True)
-class _OpaqueRecord:
-    owner: FieldPath
-    slot: FieldPath | None  # the Any message the block was cut out of; None for an extension
-    url: str
-    entry: _Entry
-
-
-def _tokenize(text: str, path: str | None) -> list[_Token]:
-    tokens: list[_Token] = []
-    line, line_start = 1, 0
-    for match in _TOKEN_RE.finditer(text):
-        kind, value = match.lastgroup or "symbol", match.group()
-        column = match.start() - line_start + 1
-        if kind == "quote":
-            location = SourceLocation(path, line, column)
-            raise GraphConfigError("String is missing its closing quote", location)
-        if kind in ("space", "comment"):
-            # Lines end at "\n" only, as in protobuf's tokenizer, so both count lines alike.
-            if "\n" in value:
-                line += value.count("\n")
-                line_start = match.start() + value.rindex("\n") + 1
-            continue
-        tokens.append(_Token(kind, value, match.start(), match.end(), line, column))
-    return tokens
-
-
-class _StructureParser:
-    """Walks the text once, alongside the descriptors, to learn what text_format does not tell.
-
-    A `desc` of None means the walk is inside something untracked (an opaque block or a field
-    protobuf will reject): only the syntax is checked there.
-    """
-
-    def __init__(self, text: str, path: str | None, pool: DescriptorPool) -> None:
-        self._text, self._path, self._pool = text, path, pool
-        self._tokens = _tokenize(text, path)
-        self._pos = 0
-        self._counts: dict[tuple[FieldPath, str], int] = {}
-        self._blanks: list[tuple[int, int]] = []
-        self.locations: dict[FieldPath, SourceLocation] = {}
-        self.opaque: list[_OpaqueRecord] = []
-
-    def parse(self, root: Descriptor) -> str:
-        """Returns the text with the opaque blocks blanked out."""
-        while self._pos < len(self._tokens):
-            self._field(root, ())
-        pieces, done = [], 0
-        for start, end in self._blanks:
-            pieces += [self._text[done:start], re.sub(r"[^\n]", " ", self._text[start:end])]
-            done = end
-        return "".join([*pieces, self._text[done:]])
-
-    def _field(self, desc: Descriptor | None, path: FieldPath) -> None:
-        name = self._next("a field name")
-        if self._is(name, "["):
-            self._bracketed_field(desc, path, name)
-            return
-        if name.kind != "ident":
-            raise self._error(f"Expected a field name but found {name.text!r}", name)
-        field = desc.fields_by_name.get(name.text) if desc is not None else None
-        self._accept(":")
-        if field is None:
-            self._values(desc, path, name.text, None, False, name)
-        else:
-            self._values(desc, path, name.text, field.message_type, field.is_repeated, name)
-
-    def _values(
-        self,
-        desc: Descriptor | None,
-        path: FieldPath,
-        label: str,
-        sub: Descriptor | None,
-        repeated: bool,
-        at: _Token,
-    ) -> None:
-        """One value, or a list of them with one slot (index) per element."""
-        if self._accept("["):
-            while not self._accept("]"):
-                self._value(sub, self._slot(desc, path, label, repeated, self._peek() or at), label)
-                if not self._accept(","):
-                    self._expect("]")
-                    break
-        else:
-            self._value(sub, self._slot(desc, path, label, repeated, at), label)
-        self._accept(",", ";")
-
-    def _slot(
-        self, desc: Descriptor | None, path: FieldPath, name: str, repeated: bool, at: _Token
-    ) -> FieldPath:
-        slot: FieldPath = (*path, name)
-        if repeated:
-            index = self._counts.get((path, name), 0)
-            self._counts[(path, name)] = index + 1
-            slot = (*slot, index)
-        if desc is not None:
-            self.locations.setdefault(slot, self._location(at))
-        return slot
-
-    def _value(self, desc: Descriptor | None, path: FieldPath, label: str) -> None:
-        token = self._next(f'a value for "{label}"')
-        if token.kind == "symbol" and token.text in _CLOSERS:
-            self._block(desc, path, token, label)
-        elif token.kind == "string":
-            while (following := self._peek()) is not None and following.kind == "string":
-                self._pos += 1  # adjacent strings concatenate
-        elif token.kind not in _VALUE_KINDS:
-            raise self._error(f'Expected a value for "{label}" but found {token.text!r}', token)
-
-    def _block(
-        self, desc: Descriptor | None, path: FieldPath, opener: _Token, label: str
-    ) -> _Token:
-        closer = _CLOSERS[opener.text]
-        while (token := self._peek()) is None or not self._is(token, closer):
-            if token is None:
-                message = f'Expected "{closer}" to close "{label}" opened at line {opener.line}'
-                raise self._error(message, None)
-            self._field(desc, path)
-        self._pos += 1
-        return token
-
-    def _bracketed_field(self, desc: Descriptor | None, path: FieldPath, opener: _Token) -> None:
-        name = self._bracket_name(opener)
-        self._accept(":")
-        kind: OptionsKind = "any" if "/" in name else "extension"
-        resolved = self._resolve(desc, kind, name)
-        value = self._peek()
-        if resolved is None and value is not None and value.text in _CLOSERS:
-            self._pos += 1
-            self._cut_opaque(path, kind, name, opener, value)
-            return
-        sub, repeated = resolved or (None, False)
-        self._values(desc, path, f"[{name}]", sub, repeated, opener)
-
-    def _cut_opaque(
-        self, path: FieldPath, kind: OptionsKind, name: str, opener: _Token, brace: _Token
-    ) -> None:
-        """Records a block of unknown type and blanks it, from "[" to its trailing separator."""
-        closer = self._block(None, (), brace, f"[{name}]")
-        separator = self._accept(",", ";")
-        self._blanks.append((opener.start, separator.end if separator else closer.end))
-        body = self._text[brace.end : closer.start]
-        start = SourceLocation(self._path, brace.line, brace.column + 1)
-        options = OpaqueOptions(name.rpartition("/")[2], kind, body, start)
-        entry = _Entry(options.type_name, kind, self._location(opener), opaque=options)
-        # An Any's owner is the repeated field holding it; an extension's is the extended message.
-        in_list = kind == "any" and bool(path) and isinstance(path[-1], int)
-        slot = path if kind == "any" else None
-        self.opaque.append(_OpaqueRecord(path[:-1] if in_list else path, slot, name, entry))
-
-    def _bracket_name(self, opener: _Token) -> str:
-        words = []
-        while not self._is(token := self._next(f'"]" to close "[" at line {opener.line}'), "]"):
-            if token.kind != "ident" and token.text not in (".", "/"):
-                raise self._error(f'Expected "]" to close "[" but found {token.text!r}', token)
-            words.append(token.text)
-        name = " ".join(words)  # spaced so that two names in a row cannot pass for one
-        if not _BRACKET_NAME_RE.fullmatch(name):
-            raise self._error(f"Malformed name {self._text[opener.start : token.end]!r}", opener)
-        return name.replace(" ", "")
-
-    def _resolve(
-        self, desc: Descriptor | None, kind: OptionsKind, name: str
-    ) -> tuple[Descriptor | None, bool] | None:
-        """A bracketed field's value descriptor and whether it repeats; None if its type is unknown.
-
-        Misplaced brackets count as known, so that protobuf reports them in its own words.
-        """
-        if desc is None or not (desc.full_name == _ANY if kind == "any" else desc.is_extendable):
-            return None, False
-        try:
-            if kind == "any":
-                return self._pool.FindMessageTypeByName(name.rpartition("/")[2]), False
-            extension = self._pool.FindExtensionByName(name)
-            return extension.message_type, extension.is_repeated
-        except KeyError:
-            return None
-
-    def _peek(self) -> _Token | None:
-        return self._tokens[self._pos] if self._pos < len(self._tokens) else None
-
-    def _next(self, expected: str) -> _Token:
-        token = self._peek()
-        if token is None:
-            raise self._error(f"Expected {expected} but the text ended", None)
-        self._pos += 1
-        return token
-
-    @staticmethod
-    def _is(token: _Token, symbol: str) -> bool:
-        return token.kind == "symbol" and token.text == symbol
-
-    def _accept(self, *symbols: str) -> _Token | None:
-        token = self._peek()
-        if token is None or token.kind != "symbol" or token.text not in symbols:
-            return None
-        self._pos += 1
-        return token
-
-    def _expect(self, symbol: str) -> None:
-        token = self._next(f'"{symbol}"')
-        if not self._is(token, symbol):
-            raise self._error(f'Expected "{symbol}" but found {token.text!r}', token)
-
-    def _location(self, token: _Token) -> SourceLocation:
-        return SourceLocation(self._path, token.line, token.column)
-
-    def _error(self, message: str, token: _Token | None) -> GraphConfigError:
-        """An error at `token`, or at the last token when the text ended too soon."""
-        return GraphConfigError(message, self._location(token or self._tokens[-1]))
 
 
 def _config_error(
@@ -342,7 +89,7 @@ def _descriptor(message: Message) -> Descriptor:
 
 def _is_any_list(field: FieldDescriptor | None) -> bool:
     message_type = field.message_type if field is not None and field.is_repeated else None
-    return message_type is not None and message_type.full_name == _ANY
+    return message_type is not None and message_type.full_name == ANY_TYPE
 
 
 def _option_sources(root: Message, owner: FieldPath) -> list[tuple[FieldPath, OptionsKind]]:
@@ -381,7 +128,7 @@ class GraphConfig:
         proto: calculator_pb2.CalculatorGraphConfig,
         path: str | None = None,
         locations: dict[FieldPath, SourceLocation] | None = None,
-        opaque: tuple[_OpaqueRecord, ...] = (),
+        opaque: tuple[OpaqueRecord, ...] = (),
     ) -> None:
         self.proto = proto
         self.path = path
@@ -437,8 +184,8 @@ class GraphConfig:
                 raise _config_error(error, entry.opaque.text, entry.opaque.location) from None
         return None
 
-    def _entries(self, owner: FieldPath) -> list[_Entry]:
-        entries: list[_Entry] = []
+    def _entries(self, owner: FieldPath) -> list[OptionsEntry]:
+        entries: list[OptionsEntry] = []
         for source, kind in _option_sources(self.proto, owner):
             holder = _navigate(self.proto, source)
             if kind == "extension":
@@ -447,17 +194,17 @@ class GraphConfig:
                 entries += self._any_entries(source, holder)
         return entries
 
-    def _extension_entries(self, source: FieldPath, holder: Message) -> list[_Entry]:
+    def _extension_entries(self, source: FieldPath, holder: Message) -> list[OptionsEntry]:
         entries = []
         for field, value in holder.ListFields():
             if field.is_extension and field.message_type is not None:
                 where = self.location(*source, f"[{field.full_name}]")
                 entries.append(
-                    _Entry(field.full_name, "extension", where, value.SerializeToString())
+                    OptionsEntry(field.full_name, "extension", where, value.SerializeToString())
                 )
         return entries + [r.entry for r in self._opaque if r.owner == source and r.slot is None]
 
-    def _any_entries(self, source: FieldPath, items: Any) -> list[_Entry]:
+    def _any_entries(self, source: FieldPath, items: Any) -> list[OptionsEntry]:
         opaque = {record.slot: record.entry for record in self._opaque if record.slot is not None}
         entries = []
         for index, item in enumerate(items):
@@ -466,14 +213,16 @@ class GraphConfig:
                 entries.append(opaque[slot])
             elif item.type_url:
                 where = self.location(*slot, f"[{item.type_url}]")
-                entries.append(_Entry(item.type_url.rpartition("/")[2], "any", where, item.value))
+                entries.append(
+                    OptionsEntry(item.type_url.rpartition("/")[2], "any", where, item.value)
+                )
         return entries
 
 
 def parse_graph_config(text: str, path: str | None = None) -> GraphConfig:
     """Parses graph text; `path` only names the file in locations and errors."""
     pool = descriptor_pool.Default()
-    structure = _StructureParser(text, path, pool)
+    structure = StructureParser(text, path, pool)
     proto = calculator_pb2.CalculatorGraphConfig()
     blanked = structure.parse(_descriptor(proto))
     try:

@@ -19,7 +19,8 @@ Where MediaPipe writes binary GraphProfile protos for its own visualizer, this w
 trace-event JSON, which Perfetto (ui.perfetto.dev) and chrome://tracing open directly. Every
 file is a complete JSON array at all times: new events are appended before its closing bracket.
 Calls of one node that overlap in time (concurrent runs, max_in_flight) go on separate rows of
-that node, as a trace viewer needs properly nested slices per row.
+that node, as a trace viewer needs properly nested slices per row. This module records;
+graphruntime.trace_file writes the files.
 
 `enable_stream_latency` and `use_packet_timestamp_for_added_packet` are accepted and ignored.
 One profiler serves every run of a graph (a server attaches one per servable).
@@ -28,7 +29,6 @@ One profiler serves every run of a graph (a server attaches one per servable).
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import os
 import re
@@ -37,13 +37,14 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from graphruntime._proto import calculator_pb2
 from graphruntime.errors import GraphError
 from graphruntime.observe import CLOSE, OPEN, PROCESS
 from graphruntime.packet import Packet
 from graphruntime.stats import Durations, percentile
+from graphruntime.trace_file import TraceEvent, TraceFiles
 from graphruntime.validation import ValidatedGraph
 
 if TYPE_CHECKING:
@@ -129,17 +130,6 @@ class NodeProfile:
     histogram: list[int] = field(default_factory=list)
 
 
-class _Event(NamedTuple):
-    phase: str
-    node: int
-    start: int
-    end: int
-    timestamp: int
-    inputs: tuple[tuple[str, int], ...]
-    run: int
-    error: str | None
-
-
 class _RunProfile:
     """The RunObserver of one run."""
 
@@ -222,23 +212,23 @@ class GraphProfiler:
             if number not in settings.trace_event_types_disabled
         }  # fmt: skip
         self.trace_process = settings.trace_enabled and PROCESS in self.traced_phases
-        self.events: deque[_Event] = deque(maxlen=settings.trace_log_capacity)
+        self.events: deque[TraceEvent] = deque(maxlen=settings.trace_log_capacity)
         self.dropped = 0
         self._run_ids = itertools.count(1)
         self.active_runs = 0
         self.first_start: int | None = None
         self.last_end: int | None = None
-        # Writing: the base time every file's timestamps count from, and the rotation state.
-        self.base_ns = time.perf_counter_ns()
-        self.base_wall = time.time()
+        self.trace_files = TraceFiles(
+            self.name,
+            [(spec.name, spec.calculator_name) for spec in graph.nodes],
+            settings.log_prefix(),
+            settings.trace_log_interval_count,
+            settings.trace_log_count,
+            settings.trace_log_instant_events,
+        )
         self.write_interval_ns = settings.trace_log_interval_usec * 1000
-        self.next_write_ns = self.base_ns + self.write_interval_ns
-        self.log_index = -1
-        self.files_written: list[str] = []
-        self._lanes: list[list[int]] = [[] for _ in graph.nodes]  # per node: end of each row
-        self._quoted: dict[str, str] = {}  # names as JSON strings
+        self.next_write_ns = self.trace_files.base_ns + self.write_interval_ns
         self.writing = settings.writes_files  # turned off if the files cannot be written
-        self.pid = os.getpid()
 
     @classmethod
     def from_config(
@@ -298,7 +288,7 @@ class GraphProfiler:
         message = None
         if error is not None:
             message = getattr(error, "message", None) or str(error) or type(error).__name__
-        events.append(_Event(phase, node, start, end, timestamp, inputs, run, message))
+        events.append(TraceEvent(phase, node, start, end, timestamp, inputs, run, message))
         if end >= self.next_write_ns and self.writing:
             self.write()
 
@@ -373,140 +363,27 @@ class GraphProfiler:
         lines.append(f"wall time: {self.wall_ns / 1e6:.3f} ms")
         return "\n".join(lines) + "\n"
 
-    def _lane(self, node: int, start: int, end: int) -> int:
-        """A row of this node free at `start` (calls on one row must not overlap)."""
-        lanes = self._lanes[node]
-        for lane, busy_until in enumerate(lanes):
-            if busy_until <= start:
-                lanes[lane] = end
-                return lane
-        lanes.append(end)
-        return len(lanes) - 1
-
-    def _tid(self, node: int, lane: int) -> int:
-        return node * 1000 + lane + 1
-
-    def _metadata(self) -> list[dict[str, Any]]:
-        pid = os.getpid()
-        events: list[dict[str, Any]] = [
-            {"name": "process_name", "ph": "M", "pid": pid, "args": {"name": self.name}},
-            {
-                "name": "graphrt_trace_base",
-                "ph": "M",
-                "pid": pid,
-                "args": {"wall_clock_at_ts_0": self.base_wall},
-            },
-        ]
-        for node, lanes in enumerate(self._lanes):
-            name = self.profiles[node].name
-            for lane in range(max(1, len(lanes))):
-                tid = self._tid(node, lane)
-                label = name if lane == 0 else f"{name} ({lane + 1})"
-                events.append(
-                    {
-                        "name": "thread_name",
-                        "ph": "M",
-                        "pid": pid,
-                        "tid": tid,
-                        "args": {"name": label},
-                    }
-                )
-                events.append(
-                    {
-                        "name": "thread_sort_index",
-                        "ph": "M",
-                        "pid": pid,
-                        "tid": tid,
-                        "args": {"sort_index": tid},
-                    }
-                )
-        return events
-
-    def _json_string(self, text: str) -> str:
-        quoted = self._quoted.get(text)
-        if quoted is None:
-            quoted = self._quoted[text] = json.dumps(text)
-        return quoted
-
-    def _event_records(self, event: _Event) -> list[str]:
-        """The event as trace-event JSON objects (formatted directly: this runs per call)."""
-        spec = self.graph.nodes[event.node]
-        lane = self._lane(event.node, event.start, event.end)
-        quote = self._json_string
-        args = f'"calculator":{quote(spec.calculator_name)},"run":{event.run}'
-        if event.phase == PROCESS:
-            inputs = ",".join(
-                f'{{"stream":{quote(stream)},"timestamp":{timestamp}}}'
-                for stream, timestamp in event.inputs
-            )
-            args += f',"input_timestamp":{event.timestamp},"inputs":[{inputs}]'
-        if event.error is not None:
-            args += f',"error":{json.dumps(event.error)}'
-        common = (
-            f'"name":{quote(spec.name)},"cat":"{event.phase}","pid":{self.pid},'
-            f'"tid":{self._tid(event.node, lane)}'
-        )
-        start_us = (event.start - self.base_ns) / 1000
-        end_us = (event.end - self.base_ns) / 1000
-        if self.settings.trace_log_instant_events:
-            return [
-                f'{{{common},"ph":"B","ts":{start_us:.3f},"args":{{{args}}}}}',
-                f'{{{common},"ph":"E","ts":{end_us:.3f}}}',
-            ]
-        return [
-            f'{{{common},"ph":"X","ts":{start_us:.3f},"dur":{end_us - start_us:.3f},'
-            f'"args":{{{args}}}}}'
-        ]
-
     def write(self) -> str | None:
         """Write the events recorded since the last write; returns the file, or None if none.
 
         Blocking file I/O, small (one interval's events), done on the graph's loop. A file that
         cannot be written stops the writing (logged once), not the graph.
         """
+        self.next_write_ns = time.perf_counter_ns() + self.write_interval_ns
+        if not self.events:
+            return None
+        events, self.events = list(self.events), deque(maxlen=self.settings.trace_log_capacity)
         try:
-            return self._write()
+            return self.trace_files.write(events)
         except OSError as error:
             self.writing = False
             logger.error("profiler of %s: cannot write trace files, stopped: %s", self.name, error)
             return None
 
-    def _write(self) -> str | None:
-        now = time.perf_counter_ns()
-        self.next_write_ns = now + self.write_interval_ns
-        if not self.events:
-            return None
-        events, self.events = list(self.events), deque(maxlen=self.settings.trace_log_capacity)
-        self.log_index += 1
-        settings = self.settings
-        new_file = self.log_index % settings.trace_log_interval_count == 0
-        file_index = self.log_index // settings.trace_log_interval_count % settings.trace_log_count
-        path = f"{settings.log_prefix()}{file_index}.json"
-        # Sorted by start so rows are assigned in time order.
-        records = [
-            record for event in sorted(events, key=_start) for record in self._event_records(event)
-        ]
-        # Row names go with every write (duplicates are harmless): rows appear as calls overlap.
-        metadata = [json.dumps(record, separators=(",", ":")) for record in self._metadata()]
-        body = ",\n".join(metadata + records)
-        directory = os.path.dirname(path)
-        if directory:
-            os.makedirs(directory, exist_ok=True)
-        if new_file or not os.path.exists(path):
-            with open(path, "w", encoding="utf-8") as file:
-                file.write("[\n" + body + "\n]\n")
-        else:
-            with open(path, "r+b") as file:
-                file.seek(-3, os.SEEK_END)  # before "\n]\n"
-                file.write((",\n" + body + "\n]\n").encode())
-                file.truncate()
-        if path not in self.files_written:
-            self.files_written.append(path)
-        return path
-
-
-def _start(event: _Event) -> int:
-    return event.start
+    @property
+    def files_written(self) -> list[str]:
+        """The trace files written so far, in the order they were first written."""
+        return self.trace_files.files_written
 
 
 def _file_safe(name: str) -> str:

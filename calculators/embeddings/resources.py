@@ -9,22 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from calculators.embeddings.embeddings_calculator_ov_pb2 import EmbeddingsCalculatorOVOptions
+from calculators.encoders.options import batch_limits
+from calculators.plugin_config import parse_plugin_config
 from graphruntime.validation import NodeSpec, ValidatedGraph
 from servables.embeddings.servable import EmbeddingsConfig, EmbeddingsServable
-from servables.encoders.batcher import BatchLimits
-from servables.encoders.model_dir import parse_plugin_config, resolve_model_dir
+from servables.encoders.model_dir import resolve_model_dir
 from servables.errors import ServableLoadError
-
-
-def batch_limits(options: EmbeddingsCalculatorOVOptions) -> BatchLimits:
-    for name in ("max_batch_size", "max_batch_tokens"):
-        if getattr(options, name) < 1:
-            raise ServableLoadError(f"{name} must be at least 1", param=name)
-    return BatchLimits(
-        max_batch_size=options.max_batch_size,
-        window=options.batch_window_us / 1e6,
-        max_batch_tokens=options.max_batch_tokens,
-    )
 
 
 def servable_config(

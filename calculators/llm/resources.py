@@ -6,12 +6,12 @@ settings, so graph files stay OVMS-compatible while servables stay free of proto
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
 from calculators.llm.llm_calculator_pb2 import LLMCalculatorOptions
+from calculators.plugin_config import parse_plugin_config
 from graphruntime.validation import NodeSpec, ValidatedGraph
 from servables.errors import ServableLoadError
 from servables.llm.model_files import PipelineType, resolve_models_path
@@ -30,20 +30,6 @@ DRAFT_OPTIONS = (
     "draft_dynamic_split_fuse",
     "draft_eagle3_mode",
 )
-
-
-def _plugin_config(text: str) -> dict[str, Any]:
-    if not text.strip():
-        return {}
-    try:
-        parsed = json.loads(text)
-    except ValueError as error:
-        raise ServableLoadError(
-            f"plugin_config is not valid JSON: {error}", param="plugin_config"
-        ) from error
-    if not isinstance(parsed, dict):
-        raise ServableLoadError("plugin_config must be a JSON object", param="plugin_config")
-    return parsed
 
 
 def _scheduler(options: LLMCalculatorOptions) -> dict[str, Any]:
@@ -140,7 +126,7 @@ def servable_config(
         raise ServableLoadError("LLMCalculatorOptions.models_path is required", param="models_path")
     models_path = resolve_models_path(options.models_path, graph_dir)
     device = options.device or "CPU"
-    properties = _plugin_config(options.plugin_config)
+    properties = parse_plugin_config(options.plugin_config)
     for option in UNIMPLEMENTED_OPTIONS:
         if options.HasField(option):
             logger.warning(

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from calculators.encoders.options import batch_limits
+from calculators.plugin_config import parse_plugin_config
 from calculators.rerank.rerank_calculator_ov_pb2 import RerankCalculatorOVOptions
 from graphruntime.validation import NodeSpec, ValidatedGraph
-from servables.encoders.batcher import BatchLimits
-from servables.encoders.model_dir import parse_plugin_config, resolve_model_dir
+from servables.encoders.model_dir import resolve_model_dir
 from servables.errors import ServableLoadError
 from servables.rerank.servable import RerankConfig, RerankServable
 
@@ -22,9 +23,9 @@ def servable_config(options: RerankCalculatorOVOptions, graph_dir: Path, name: s
         raise ServableLoadError(
             "RerankCalculatorOVOptions.models_path is required", param="models_path"
         )
-    for option in ("max_allowed_chunks", "max_batch_size", "max_batch_tokens"):
-        if getattr(options, option) < 1:
-            raise ServableLoadError(f"{option} must be at least 1", param=option)
+    if options.max_allowed_chunks < 1:
+        raise ServableLoadError("max_allowed_chunks must be at least 1", param="max_allowed_chunks")
+    batch = batch_limits(options)
     return RerankConfig(
         name=name,
         models_path=resolve_model_dir(options.models_path, graph_dir, "Rerank"),
@@ -34,11 +35,7 @@ def servable_config(options: RerankCalculatorOVOptions, graph_dir: Path, name: s
         max_position_embeddings=options.max_position_embeddings
         if options.HasField("max_position_embeddings")
         else None,
-        batch=BatchLimits(
-            max_batch_size=options.max_batch_size,
-            window=options.batch_window_us / 1e6,
-            max_batch_tokens=options.max_batch_tokens,
-        ),
+        batch=batch,
     )
 
 

@@ -16,19 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from servables.errors import ServableLoadError
+from servables.hf_config import max_model_length as max_model_length  # for its users
 
 logger = logging.getLogger(__name__)
 
 MODEL_FILE = "openvino_model.xml"
 TOKENIZER_FILE = "openvino_tokenizer.xml"
-MAX_LENGTH_FIELDS = (
-    "max_position_embeddings",
-    "n_positions",
-    "seq_len",
-    "seq_length",
-    "n_ctx",
-    "sliding_window",
-)
 POOLING_CONFIG = Path("1_Pooling") / "config.json"
 # sentence-transformers pooling flags → OVMS's pooling names (the modes OVMS supports).
 POOLING_FLAGS = {
@@ -81,15 +74,6 @@ def model_config(path: Path) -> dict[str, Any]:
     return read_json(path / "config.json")
 
 
-def max_model_length(config: dict[str, Any]) -> int | None:
-    """The context length from config.json, with OVMS's field list and order."""
-    for field in MAX_LENGTH_FIELDS:
-        value = config.get(field)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return None
-
-
 def detect_pooling(path: Path) -> str | None:
     """CLS, MEAN or LAST from a sentence-transformers pooling config; None if absent/unclear."""
     pooling_path = path / POOLING_CONFIG
@@ -109,18 +93,3 @@ def detect_pooling(path: Path) -> str | None:
         logger.warning("%s names %d pooling modes; expected exactly one", pooling_path, len(found))
         return None
     return found[0]
-
-
-def parse_plugin_config(text: str) -> dict[str, Any]:
-    """plugin_config (a JSON object of OpenVINO properties) as a dict."""
-    if not text.strip():
-        return {}
-    try:
-        parsed = json.loads(text)
-    except ValueError as error:
-        raise ServableLoadError(
-            f"plugin_config is not valid JSON: {error}", param="plugin_config"
-        ) from error
-    if not isinstance(parsed, dict):
-        raise ServableLoadError("plugin_config must be a JSON object", param="plugin_config")
-    return parsed

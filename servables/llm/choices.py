@@ -14,7 +14,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
 from servables.engine.client import EngineClient, RequestStream
-from servables.llm.detokenizer import DecodeBatcher, IncrementalDetokenizer, TokenTexts
+from servables.llm.decode_batcher import DecodeBatcher
+from servables.llm.detokenizer import IncrementalDetokenizer, TokenTexts
 from servables.llm.output_parsers import OutputParser, ParsedDelta, ToolCallDelta
 from servables.openai.protocol import SamplingRequest
 from servables.openai.responses import TokenLogprob, Usage

@@ -22,17 +22,10 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from servables.errors import ServableLoadError
+from servables.hf_config import max_model_length as max_model_length_in
 
 logger = logging.getLogger(__name__)
 
-MAX_LENGTH_FIELDS = (
-    "max_position_embeddings",
-    "n_positions",
-    "seq_len",
-    "seq_length",
-    "n_ctx",
-    "sliding_window",
-)
 VLM_MARKERS = ("openvino_text_embeddings_model.xml", "openvino_vision_embeddings_model.xml")
 OMNI_MARKER = "openvino_talker_model.xml"
 
@@ -174,6 +167,15 @@ def gguf_metadata(path: Path, wanted: set[str]) -> dict[str, Any]:
     return found
 
 
+def _config_json(path: Path) -> dict[str, Any] | None:
+    """The model directory's config.json as a dict; None when missing, unreadable or not one."""
+    try:
+        data = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def max_model_length(path: Path) -> int | None:
     """Context length of the model, if its files say."""
     if is_gguf(path):
@@ -186,23 +188,14 @@ def max_model_length(path: Path) -> int | None:
         except (OSError, ValueError, UnicodeDecodeError) as error:
             raise ServableLoadError(f"{path}: {error}", param="models_path") from error
         return int(value) if isinstance(value, int) else None
-    config = path / "config.json"
-    if not config.is_file():
-        return None
-    try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict):
+    data = _config_json(path)
+    if data is None:
         return None
     sources = [data, data.get("text_config") or {}, data.get("llm_config") or {}]
     for source in sources:
-        if not isinstance(source, dict):
-            continue
-        for field in MAX_LENGTH_FIELDS:
-            value = source.get(field)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                return value
+        length = max_model_length_in(source) if isinstance(source, dict) else None
+        if length is not None:
+            return length
     return None
 
 
@@ -219,12 +212,8 @@ def vocabulary_size(path: Path) -> int | None:
         except (OSError, ValueError, UnicodeDecodeError):
             return None
         return count if isinstance(count, int) and count > 0 else None
-    config = path / "config.json"
-    try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict):
+    data = _config_json(path)
+    if data is None:
         return None
     for source in (data, data.get("text_config"), data.get("llm_config")):
         value = source.get("vocab_size") if isinstance(source, dict) else None

@@ -73,7 +73,7 @@ CORE_LAYERS: tuple[tuple[str, ...], ...] = (
     # the shared vocabulary
     ("errors", "tags", "timestamp", "services", "_proto"),
     # values and descriptions made of it
-    ("packet", "config", "executors", "observe"),
+    ("packet", "config_text", "config", "executors", "observe"),
     # ports and contracts, the calculator base class, stream queues, pictures of a config
     ("contract", "calculator", "streams", "drawing", "layout"),
     # what a running calculator sees, and how its inputs are grouped into calls
@@ -85,7 +85,7 @@ CORE_LAYERS: tuple[tuple[str, ...], ...] = (
     # what a run keeps per node, and holding back its feeders while a queue is full
     ("node_runtime", "flow_control"),
     # running a graph, and watching it run
-    ("scheduler", "stats", "profiler"),
+    ("scheduler", "stats", "profiler", "trace_file"),
     # the public graph APIs
     ("graph", "testing", "calculator_graph"),
     # the package's re-exports

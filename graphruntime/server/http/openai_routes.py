@@ -79,6 +79,19 @@ async def read_json(request: web.Request) -> tuple[bytes, Any]:
     return raw, body
 
 
+def http_payload(
+    request: web.Request, raw: bytes, body: Any, connection: RequestConnection
+) -> HttpPayload:
+    """The request as a graph's input packet: body, parsed JSON, path, headers, connection."""
+    return HttpPayload(
+        uri=request.path,
+        headers=dict(request.headers),
+        body=raw,
+        parsed_json=body,
+        client=connection,
+    )
+
+
 def model_name(body: dict[str, Any]) -> str:
     model = body.get("model")
     if model is None:
@@ -94,13 +107,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
     servable = state.repository.get(model_name(body))
     streaming = body.get("stream") is True
     connection = RequestConnection(request)
-    payload = HttpPayload(
-        uri=request.path,
-        headers=dict(request.headers),
-        body=raw,
-        parsed_json=body,
-        client=connection,
-    )
+    payload = http_payload(request, raw, body, connection)
     method = "Stream" if streaming else "Unary"
     with state.metrics.request(
         "V3", "REST", method, servable.name, available=servable.available

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from calculators.llm.payload import HttpPayload
 from graphruntime.server.http.openai_routes import (
     RequestConnection,
+    http_payload,
     model_name,
     read_json,
     respond,
@@ -31,13 +31,7 @@ async def encode(request: web.Request) -> web.StreamResponse:
     raw, body = await read_json(request)
     servable = state.repository.get(model_name(body))
     connection = RequestConnection(request)
-    payload = HttpPayload(
-        uri=request.path,
-        headers=dict(request.headers),
-        body=raw,
-        parsed_json=body,
-        client=connection,
-    )
+    payload = http_payload(request, raw, body, connection)
     with state.metrics.request(
         "V3", "REST", "Unary", servable.name, available=servable.available
     ) as record:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from servables.llm.detokenizer import DecodeBatcher, IncrementalDetokenizer
+from servables.llm.decode_batcher import DecodeBatcher
+from servables.llm.detokenizer import IncrementalDetokenizer
 
 PIECES = {1: "Hel", 2: "lo", 3: " wor", 4: "ld", 5: "!"}
 

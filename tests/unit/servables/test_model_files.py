@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from servables.errors import ServableLoadError
+from servables.hf_config import MAX_LENGTH_FIELDS
 from servables.llm.model_files import (
-    MAX_LENGTH_FIELDS,
     OMNI_MARKER,
     VLM_MARKERS,
     PipelineType,

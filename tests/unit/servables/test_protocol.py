@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from servables.errors import InvalidRequest
+from servables.openai.messages import ImageInput
 from servables.openai.protocol import (
     MAX_STOP_STRINGS,
     UINT32_MAX,
     Endpoint,
     GenerationRequest,
-    ImageInput,
     Limits,
     parse_request,
 )

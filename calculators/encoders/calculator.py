@@ -1,0 +1,77 @@
+"""EncoderCalculator: the shape OVMS's embeddings and rerank calculators share.
+
+One REQUEST_PAYLOAD packet in, one RESPONSE_PAYLOAD JSON body out; the servable comes from the
+node's resources side packet, keyed by node name; `/tokenize` is answered by the servable's
+tokenizer, the model's own endpoint by the subclass's `answer`, any other path is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Protocol, TypeVar
+
+from calculators.llm.http_llm import request_body
+from calculators.llm.payload import HttpPayload
+from graphruntime import Calculator, CalculatorContext, CalculatorContract
+from servables.errors import InvalidRequest, ServableError
+from servables.openai.tokenize import TokenizeRequest, tokenize_reply
+
+REQUEST = "REQUEST_PAYLOAD"
+RESPONSE = "RESPONSE_PAYLOAD"
+
+S = TypeVar("S")
+
+
+class EncoderServable(Protocol):
+    name: str
+    context: int  # the longest input, in tokens (bounds /tokenize's max_length)
+
+    def tokenize(self, request: TokenizeRequest) -> list[list[int]]: ...
+
+
+class EncoderCalculator(Calculator):
+    """Subclasses set `options_type`, `resources`, `kind`, `endpoint` and `model`; they
+    implement `open` (with `find_servable`) and `answer`."""
+
+    blocking = False  # process() is async; tokenization and inference run on worker threads
+    resources: ClassVar[str]  # the side packet's tag, e.g. "EMBEDDINGS_NODE_RESOURCES"
+    kind: ClassVar[str]  # in OVMS's "Could not find initialized <kind> node" message
+    endpoint: ClassVar[str]  # the last part of the path the model answers, e.g. "embeddings"
+    model: ClassVar[str]  # what the model is, for requests sent to another endpoint
+    servable: EncoderServable
+
+    @classmethod
+    def get_contract(cls, cc: CalculatorContract) -> None:
+        cc.inputs.declare(REQUEST, HttpPayload)
+        cc.outputs.declare(RESPONSE, bytes)
+        cc.input_side_packets.declare(cls.resources, dict)
+        assert cls.options_type is not None
+        if cc.options(cls.options_type) is None:
+            raise ValueError(f"node_options must carry {cls.options_type.DESCRIPTOR.full_name}")
+
+    def find_servable(self, cc: CalculatorContext, kind: type[S]) -> S:
+        """This node's servable, from the resources side packet."""
+        servables = cc.input_side_packets[self.resources].payload
+        servable = servables.get(cc.node_name) if isinstance(servables, dict) else None
+        if not isinstance(servable, kind):
+            raise ServableError(
+                f"Could not find initialized {self.kind} node named: {cc.node_name}"
+            )
+        return servable
+
+    async def process(self, cc: CalculatorContext) -> None:
+        packet = cc.inputs[REQUEST]
+        payload: HttpPayload = packet.payload
+        path = payload.uri.split("?", 1)[0].rstrip("/")
+        if path.endswith("/tokenize"):
+            reply = await tokenize_reply(
+                self.servable.tokenize, request_body(payload), self.servable.context
+            )
+        elif path.endswith(f"/{self.endpoint}"):
+            reply = await self.answer(path, request_body(payload))
+        else:
+            raise InvalidRequest(f"{self.servable.name} is {self.model}: use /v3/{self.endpoint}")
+        cc.outputs[RESPONSE].add(reply, packet.timestamp)
+
+    async def answer(self, path: str, body: Any) -> bytes:
+        """The JSON response to a request body sent to the model's own endpoint."""
+        raise NotImplementedError
