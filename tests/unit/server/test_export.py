@@ -118,7 +118,9 @@ def test_names_outside_the_repository_are_refused(tmp_path: Path, name: str) -> 
 def test_a_source_name_that_escapes_is_refused(tmp_path: Path) -> None:
     """Without --model_name, a Hugging Face id is the name: it must not escape either."""
     with pytest.raises(ExportError, match="model name"):
-        export.export_encoder(request(tmp_path / "repo", "../../etc", None), "rerank_ov")
+        export.export_encoder(
+            request(tmp_path / "repo", "../../graphrt-no-such-model", None), "rerank_ov"
+        )
 
 
 def test_a_symbolic_link_out_of_the_repository_is_refused(tmp_path: Path) -> None:
