@@ -69,6 +69,7 @@ from servables.engine.messages import (
     StepOutputs,
     receive_command,
 )
+from servables.errors import readable_message
 from servables.llm.model_files import openable_gguf, tokenizer_location
 
 logger = logging.getLogger("graphrt.engine")
@@ -112,8 +113,6 @@ SETTLE_STEPS = 2
 COMPILED_GRAMMARS = 1024
 MAX_ENGINE_MESSAGE = 400
 _LOG_TIME = re.compile(r"\[\d{2}:\d{2}:\d{2}\]\s*")
-_SOURCE_LOCATION = re.compile(r"(?:/[\w.+\-]+)+\.\w+:\d+:\s*")
-_PATH = re.compile(r"(?:/[\w.+\-]+){2,}/?")
 
 
 def grammar_key(config: dict[str, Any]) -> tuple[str, str] | None:
@@ -127,8 +126,7 @@ def grammar_key(config: dict[str, Any]) -> tuple[str, str] | None:
 
 def engine_message(error: BaseException) -> str:
     """The engine's error for a client: without log timestamps and the build machine's paths."""
-    text = _PATH.sub("", _SOURCE_LOCATION.sub("", _LOG_TIME.sub("", str(error))))
-    text = " ".join(text.split())
+    text = " ".join(readable_message(_LOG_TIME.sub("", str(error))).split())
     return text[:MAX_ENGINE_MESSAGE] or type(error).__name__
 
 
