@@ -91,6 +91,18 @@ def test_no_tools_no_grammar_and_unknown_families_are_refused() -> None:
 
 
 @pytest.mark.e2e
+def greedy_tag_config(genai: Any, document: Any, max_new_tokens: int) -> Any:
+    """A greedy GenerationConfig constrained by a structural-tag document."""
+    structured = genai.StructuredOutputConfig()
+    structured.structural_tags_config = json.dumps(document)
+    config = genai.GenerationConfig()
+    config.max_new_tokens = max_new_tokens
+    config.do_sample = False
+    config.structured_output_config = structured
+    config.validate()
+    return config
+
+
 def test_each_grammar_makes_smollm2_write_a_valid_call_its_parser_reads(
     smollm2_gguf: Path,
 ) -> None:
@@ -105,14 +117,7 @@ def test_each_grammar_makes_smollm2_write_a_valid_call_its_parser_reads(
     configs = []
     for family in GRAMMAR_FAMILIES:
         document = tool_call_structural_tag(family, UNIT_TOOL, require_call=True)
-        structured = genai.StructuredOutputConfig()
-        structured.structural_tags_config = json.dumps(document)
-        config = genai.GenerationConfig()
-        config.max_new_tokens = 64
-        config.do_sample = False
-        config.structured_output_config = structured
-        config.validate()
-        configs.append(config)
+        configs.append(greedy_tag_config(genai, document, 64))
     ids = tokenizer.encode(prompt, add_special_tokens=False).input_ids
     results = pipeline.generate([ids] * len(configs), configs)
     schema = UNIT_TOOL[0]["function"]["parameters"]
@@ -227,13 +232,7 @@ def test_the_engine_compiles_the_phi4_tag_of_tools_with_refs(tiny_llm_gguf: Path
     pipeline = genai.ContinuousBatchingPipeline(str(tiny_llm_gguf), scheduler, "CPU", {})
     tokenizer = pipeline.get_tokenizer()
     document = tool_call_structural_tag("phi4", REF_TOOLS, require_call=True)
-    structured = genai.StructuredOutputConfig()
-    structured.structural_tags_config = json.dumps(document)
-    config = genai.GenerationConfig()
-    config.max_new_tokens = 48
-    config.do_sample = False
-    config.structured_output_config = structured
-    config.validate()
+    config = greedy_tag_config(genai, document, 48)
     ids = tokenizer.encode("Call a tool.", add_special_tokens=False).input_ids
     (result,) = pipeline.generate([ids], [config])
     text = tokenizer.decode([int(token) for token in result.m_generation_ids[0]])
