@@ -9,6 +9,10 @@ only openvino-genai; this script is how to rebuild it (e.g. when a future openvi
 refuses the committed tokenizer IR). A rebuild is byte-identical: everything is seeded and no
 path, time or temp name ends up in the files.
 
+It stays one file although it is long: it is a self-contained fixture builder, run by path in
+a separate export venv, importing nothing from this project and only the standard library at top
+level, so it can be read, copied and rerun on its own.
+
 Why each non-obvious step exists:
 
 * Qwen2-VL, not another VLM: openvino.genai's own tests use a tiny random qwen2_vl with

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from calculators.llm.llm_calculator_pb2 import LLMCalculatorOptions
 from graphruntime import ValidatedGraph, parse_graph_config
-from graphruntime.server.cli import build_parser, settings_from
+from graphruntime.server.cli import build_parser
+from graphruntime.server.serve_command import settings_from
 from graphruntime.server.server import single_model_definition
 
 

@@ -165,7 +165,8 @@ def test_task_inference_on_the_fixture_and_a_gguf(tmp_path: Path) -> None:
 
 
 def test_single_model_mode_generates_the_task_graph_from_the_flags(tmp_path: Path) -> None:
-    from graphruntime.server.cli import build_parser, settings_from
+    from graphruntime.server.cli import build_parser
+    from graphruntime.server.serve_command import settings_from
     from graphruntime.server.server import StartupError, single_model_definition
 
     args = build_parser().parse_args(

@@ -1,0 +1,130 @@
+"""`graphrt graph validate|show|profile`: the graph subcommands' flags, validate and show.
+
+Checking and drawing graph files needs no server, so these commands live apart from `serve`;
+`profile` runs a graph and has its own module (profile_command.py), dispatched from here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from graphruntime.config import load_graph_config
+from graphruntime.drawing import FORMATS
+from graphruntime.errors import GraphConfigError, GraphError, GraphValidationError
+from graphruntime.layout import to_html
+from graphruntime.server import profile_command
+from graphruntime.server.cli_options import add_user_code_arguments, load_user_code
+from graphruntime.server.server import StartupError
+from graphruntime.validation import ValidatedGraph
+
+__all__ = ["SHOW_FORMATS", "add_graph_arguments", "run", "show_file", "validate_files"]
+
+
+def validate_files(paths: Sequence[str], parse_only: bool) -> int:
+    """Print one `FILE:LINE: message` per problem; 0 when every file is fine, else 1."""
+    failed = False
+    for path in paths:
+        try:
+            config = load_graph_config(path)
+            if not parse_only:
+                graph = ValidatedGraph.from_config(config)
+                for warning in graph.warnings:
+                    print(
+                        f"{warning.location or path}: warning: {warning.message}", file=sys.stderr
+                    )
+        except GraphValidationError as error:
+            failed = True
+            for issue in error.issues:
+                print(f"{issue.location or path}: {issue.message}")
+        except GraphConfigError as error:
+            failed = True
+            print(f"{error.location or path}: {error.message}")
+        except GraphError as error:
+            failed = True
+            print(f"{path}: {error.message}")
+    return 1 if failed else 0
+
+
+def show_file(path: str, output_format: str, output: str | None) -> int:
+    try:
+        config = load_graph_config(path)
+        rendered = SHOW_FORMATS[output_format](config)
+    except GraphConfigError as error:
+        print(f"{error.location or path}: {error.message}", file=sys.stderr)
+        return 1
+    except GraphError as error:
+        print(f"{path}: {error.message}", file=sys.stderr)
+        return 1
+    if output:
+        with open(output, "w", encoding="utf-8") as file:
+            file.write(rendered)
+    else:
+        sys.stdout.write(rendered)
+    return 0
+
+
+# "html": the picture the /graphs page shows, drawn in Python (no Graphviz needed).
+SHOW_FORMATS = {**FORMATS, "html": to_html}
+
+
+def add_graph_arguments(graph: argparse.ArgumentParser) -> None:
+    """The `graph` command's own subcommands: validate, show and profile."""
+    graph_commands = graph.add_subparsers(dest="graph_command", required=True)
+    validate = graph_commands.add_parser(
+        "validate", help="check graph files; prints FILE:LINE: message per problem"
+    )
+    validate.add_argument("files", nargs="+", metavar="FILE")
+    validate.add_argument(
+        "--parse-only", action="store_true", help="check only the text and schema"
+    )
+    add_user_code_arguments(validate)
+    show = graph_commands.add_parser("show", help="draw a graph's nodes, streams and back edges")
+    show.add_argument("file", metavar="FILE")
+    show.add_argument("--format", choices=sorted(SHOW_FORMATS), default="text")
+    show.add_argument("-o", "--output", help="write to this file instead of stdout")
+    profile = graph_commands.add_parser(
+        "profile", help="run a graph on sample input and print per-node timings"
+    )
+    profile.add_argument("file", metavar="GRAPH")
+    profile.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="STREAM=VALUE",
+        help="one packet for a graph input stream (repeatable; JSON or plain text)",
+    )
+    profile.add_argument(
+        "--side_packet",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an input side packet (repeatable; JSON or plain text)",
+    )
+    profile.add_argument(
+        "--repeat", type=int, default=1, help="send the inputs this many times (default 1)"
+    )
+    profile.add_argument("--trace_dir", help="also write a Chrome trace-event file here")
+    add_user_code_arguments(profile)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the `graph` subcommand `args` name; its exit status."""
+    if args.graph_command == "validate":
+        try:
+            load_user_code(args.python_path, args.imports)
+        except StartupError as error:
+            print(error, file=sys.stderr)
+            return 1
+        return validate_files(args.files, args.parse_only)
+    if args.graph_command == "profile":
+        try:
+            load_user_code(args.python_path, args.imports)
+        except StartupError as error:
+            print(error, file=sys.stderr)
+            return 1
+        return profile_command.run(
+            args.file, args.input, args.side_packet, max(1, args.repeat), args.trace_dir
+        )
+    return show_file(args.file, args.format, args.output)
