@@ -4,6 +4,11 @@
 The call's first delta goes out as soon as its name is known and its arguments have begun, and
 the arguments' text follows character by character as it is checked (see _json). A body that
 turns out not to be a call before any call was reported is given back as content.
+
+It stays one module (over 400 lines) because its parts are one mechanism: the readers drive
+_CallObject through a private protocol (_Feed, the raw text kept for giving back, the moment a
+call may begin) and share ArgumentStream, the name rules and the whitespace set; split apart,
+that protocol would have to become public between modules for no reader outside this one.
 """
 
 from __future__ import annotations
