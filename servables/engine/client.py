@@ -15,12 +15,16 @@ next. Requests beyond the engine's batch wait in it; `Admission` (servables.admi
 how many.
 
 A grammar the engine could not compile fails its request with `GrammarNotCompiled` (a 400; the
-worker rebuilt its pipeline in place, see servables/engine/worker.py) and is remembered, a bounded
+worker rebuilt its pipeline in place, see servables/engine/batching.py) and is remembered, a bounded
 number of them, so that the servable refuses it at once next time (`grammar_failure`). Requests
 the rebuild cut short fail retryably (503 with Retry-After).
 
 Workers are started from the event-loop thread: Linux's parent-death signal, which kills a
 worker whose frontend died (servables.engine.lifetime), follows the thread that forked it.
+
+One module, over 400 lines, for a reason: `RequestStream`, `_Worker` and `EngineClient` share one
+piece of state (the open requests and the current worker) that a stream's close, a worker's event
+and a worker's death all change; apart, they would reach into each other's private parts.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ continuous-batching pipeline broken: that step and every later one raise, for ev
 are already in scheduling phase"). The compiler is not reachable from Python, so what it would
 refuse is refused here first, with a message naming the request field, and the engine only ever
 sees grammars that compile. (Should one slip through, the engine worker fails only its request
-and rebuilds its pipeline, and the frontend remembers the grammar: servables/engine/worker.py.)
+and rebuilds its pipeline, and the frontend remembers the grammar: servables/engine/batching.py.)
 
 The checks are conservative: what they cannot vouch for is refused. Each kind of grammar has a
 module of its own, following the XGrammar converter it stands in for: JSON schemas in

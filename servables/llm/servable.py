@@ -344,7 +344,7 @@ class LLMServable:
         if constraint is not None:
             config["structured_output"] = constraint.engine_fields()
             known = self.engine.grammar_failure(constraint.engine_fields())
-            if known is not None:  # it broke an engine step before (servables/engine/worker.py)
+            if known is not None:  # it broke an engine step before (servables/engine/batching.py)
                 raise InvalidRequest(f"{constraint.param}: {known}", param=constraint.param)
         # Last: everything cheap to refuse has been checked before any image is fetched.
         images = await self._images(request, media)

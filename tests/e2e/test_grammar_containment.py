@@ -1,4 +1,4 @@
-"""A grammar the engine cannot compile fails its own request only (servables/engine/worker.py).
+"""A grammar the engine cannot compile fails its own request only (servables/engine/batching.py).
 
 The tests drive a real engine process (EngineClient, the tiny llama, openvino-genai's
 ContinuousBatchingPipeline) with requests sent straight to the engine, so the grammars skip

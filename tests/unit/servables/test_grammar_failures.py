@@ -12,7 +12,7 @@ import pytest
 from servables.engine import client as client_module
 from servables.engine.client import EngineClient, RequestStream
 from servables.engine.messages import EngineSpec, RequestFailed
-from servables.engine.worker import engine_message, grammar_key
+from servables.engine.pipeline import engine_message, grammar_key
 from servables.errors import GrammarNotCompiled, InvalidRequest, ServableNotReady
 
 ENGINE_ERROR = (

@@ -1,0 +1,395 @@
+"""The continuous-batching loop: many requests at once through a ContinuousBatchingPipeline.
+
+Between steps the loop drains the command pipe (add / abort), then calls `step()` and collects
+what every live request produced into one `StepOutputs` message. Handles are read only when
+`can_read()` says so (a blocking `read()` holds the GIL and deadlocks the process), kept
+referenced until their request ends (dropping a handle stops its request), and request ids come
+from the frontend's never-reused counter (reusing a live id breaks the pipeline for good).
+
+Vision prompts arrive as rendered text plus RGB uint8 images. They are added with
+`apply_chat_template` off (the frontend already rendered the template; genai would otherwise wrap
+the prompt in it a second time), and their exact prompt token count, known only to the engine, is
+read from the request's VLM perf metrics once it finishes.
+
+Grammars are compiled inside `step()`, by the step that first samples a request, and a grammar
+that fails to compile there breaks the pipeline: that step and every later one raise
+(openvino-genai 2026.4.1: "this function cannot be called when we are already in scheduling
+phase"). The frontend refuses what it knows the compiler refuses (servables/llm/grammar_check.py);
+for anything it misses, this loop contains the damage. At most one grammar not yet seen to
+compile is on trial at a time (requests with another new grammar wait a step or so), so when a step
+raises while a grammar is on trial, that grammar is to blame: its requests fail as invalid (400,
+with the engine's message), the frontend remembers the grammar and refuses it at once next time,
+and the loop builds a new pipeline in place, without the worker exiting, so supervision never
+counts it as a crash. The other requests go on in the new pipeline: those with no output yet start
+over, those with output continue from a prompt extended by what they produced (token prompts
+without a grammar); the rest (vision prompts, grammars with output) fail retryably.
+
+If `step()` raises with no grammar on trial, the pipeline cannot be trusted any more: the loop
+reports `EngineFailed` and returns, so the worker exits; the frontend fails the in-flight requests
+and marks the servable unavailable (and its supervisor restarts the engine).
+
+Its own module because the scheduling and the grammar containment are one piece of state (live
+requests, grammars on trial, deferred requests) that only this loop has.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+from servables.engine.messages import (
+    Abort,
+    AddRequest,
+    EngineFailed,
+    EngineMetrics,
+    Outbox,
+    RequestFailed,
+    SequenceDelta,
+    Shutdown,
+    StepOutputs,
+    receive_command,
+)
+from servables.engine.pipeline import (
+    engine_message,
+    finish_reason,
+    generation_config,
+    grammar_key,
+    image_tensors,
+    vlm_prompt_tokens,
+)
+
+logger = logging.getLogger("graphrt.engine")
+
+SETTLE_STEPS = 2
+# Grammars seen to compile, remembered so that they never wait for a trial again.
+COMPILED_GRAMMARS = 1024
+
+
+class _Live:
+    """A request inside the continuous-batching pipeline."""
+
+    __slots__ = (
+        "final_only",
+        "finished",
+        "generated",
+        "handle",
+        "message",
+        "prompt_tokens",
+        "request_id",
+        "text_prompt",
+    )
+
+    def __init__(
+        self,
+        request_id: int,
+        handle: Any,
+        final_only: bool,
+        prompt_tokens: int,
+        text_prompt: bool = False,
+        message: AddRequest | None = None,
+    ) -> None:
+        self.request_id = request_id
+        self.handle = handle
+        self.final_only = final_only
+        self.prompt_tokens = prompt_tokens
+        self.text_prompt = text_prompt  # counted by the engine: read the count when finished
+        self.finished: set[int] = set()
+        # To add it again to a rebuilt pipeline: the request (token prompts only, so no images
+        # are kept) and the tokens sequence 0 has produced so far.
+        self.message = message
+        self.generated: list[int] = []
+
+
+class ContinuousBatchingLoop:
+    def __init__(
+        self,
+        pipeline: Any,
+        commands: Connection,
+        events: Connection,
+        rebuild: Callable[[], Any] | None = None,
+    ) -> None:
+        import openvino_genai
+
+        self.pipeline = pipeline
+        self.commands = commands
+        self.events = events
+        self.rebuild = rebuild  # builds a new pipeline after a grammar broke this one
+        self.live: dict[int, _Live] = {}
+        # Requests whose grammar is on trial (not yet seen to compile), and that grammar.
+        self.unproven: dict[int, tuple[str, str]] = {}
+        self.compiled: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self.deferred: list[AddRequest] = []  # requests with a new grammar waiting for a trial
+        self.rebuilds = 0
+        self.status = openvino_genai.GenerationStatus
+        self.metrics = EngineMetrics()
+        # Steps still to run once idle: an aborted request's KV blocks are freed by the next
+        # step, and the engine's metrics show it only one step after that.
+        self.settle_steps = 0
+
+    def run(self) -> None:
+        outbox = Outbox()
+        while True:
+            busy = bool(self.live) or self.settle_steps > 0 or bool(self.deferred)
+            timeout: float | None = 0 if busy else None
+            while self.commands.poll(timeout):
+                message = receive_command(self.commands)
+                if isinstance(message, Shutdown):
+                    return
+                self.handle(message, outbox)
+                timeout = 0
+            self.admit_deferred(outbox)
+            if not (self.live or self.settle_steps):
+                if outbox.failures:
+                    self.flush(outbox, 0.0)
+                continue
+            started = time.perf_counter()
+            try:
+                self.pipeline.step()
+            except Exception as error:
+                if self.recover(error, outbox):
+                    self.flush(outbox, time.perf_counter() - started)
+                    continue
+                logger.exception("engine step failed")
+                self.events.send(EngineFailed(f"engine step failed: {engine_message(error)}"))
+                return
+            self.collect(outbox)
+            # A trial request gone without output (aborted, or ignored): no longer on trial,
+            # now that a step has run without it breaking.
+            for request_id in [r for r in self.unproven if r not in self.live]:
+                del self.unproven[request_id]
+            if self.live:
+                self.settle_steps = SETTLE_STEPS
+            else:
+                self.settle_steps -= 1
+            self.flush(outbox, time.perf_counter() - started)
+
+    def flush(self, outbox: Outbox, step_seconds: float) -> None:
+        metrics = self.pipeline.get_metrics()
+        self.metrics = EngineMetrics(
+            requests=metrics.requests,
+            scheduled_requests=metrics.scheduled_requests,
+            cache_usage=float(metrics.cache_usage),
+            max_cache_usage=float(metrics.max_cache_usage),
+            kv_cache_bytes=int(metrics.kv_cache_size_in_bytes),
+        )
+        self.events.send(StepOutputs(outbox.deltas, outbox.failures, self.metrics, step_seconds))
+        outbox.deltas = []
+        outbox.failures = []
+
+    def handle(self, message: Any, outbox: Outbox) -> None:
+        if isinstance(message, Abort):
+            live = self.live.pop(message.request_id, None)
+            if live is not None:
+                live.handle.cancel()
+                self.settle_steps = SETTLE_STEPS
+            self.deferred = [d for d in self.deferred if d.request_id != message.request_id]
+            return
+        if not isinstance(message, AddRequest):
+            return
+        key = grammar_key(message.config)
+        if key is not None and key not in self.compiled:
+            on_trial = set(self.unproven.values())
+            if on_trial and key not in on_trial:
+                self.deferred.append(message)  # one new grammar at a time: see the docstring
+                return
+        self.admit(message, outbox)
+
+    def admit_deferred(self, outbox: Outbox) -> None:
+        """Add the waiting requests whose grammar may now go on trial (or has compiled)."""
+        if not self.deferred or self.unproven:
+            return
+        waiting, self.deferred = self.deferred, []
+        for message in waiting:
+            self.handle(message, outbox)
+
+    def admit(
+        self, message: AddRequest, outbox: Outbox, generated: list[int] | None = None
+    ) -> None:
+        """Add a request to the pipeline; `generated`: the tokens it already produced in a
+        pipeline that was rebuilt, to continue from (token prompts only)."""
+        import numpy as np
+        import openvino as ov
+
+        fields = message.config
+        prompt_ids = message.prompt_ids
+        if generated:
+            assert prompt_ids is not None
+            fields = dict(fields)
+            fields["max_new_tokens"] = int(fields["max_new_tokens"]) - len(generated)
+            if "min_new_tokens" in fields:
+                fields["min_new_tokens"] = max(0, int(fields["min_new_tokens"]) - len(generated))
+            prompt_ids = prompt_ids + generated
+        try:
+            config = generation_config(self.pipeline, fields)
+            if prompt_ids is not None:
+                prompt = ov.Tensor(np.asarray([prompt_ids], dtype=np.int64))
+                handle = self.pipeline.add_request(message.request_id, prompt, config)
+                prompt_tokens = len(message.prompt_ids or ())
+            else:
+                config.apply_chat_template = False
+                handle = self.pipeline.add_request(
+                    message.request_id,
+                    message.prompt_text,
+                    image_tensors(message.images),
+                    config,
+                )
+                prompt_tokens = 0
+        except (RuntimeError, ValueError, TypeError) as error:
+            outbox.failures.append(RequestFailed(message.request_id, str(error), True))
+            return
+        live = _Live(
+            message.request_id,
+            handle,
+            message.final_only,
+            prompt_tokens,
+            text_prompt=message.prompt_ids is None,
+            message=message if message.prompt_ids is not None else None,
+        )
+        live.generated = list(generated or ())
+        self.live[message.request_id] = live
+        key = grammar_key(message.config)
+        if key is not None and key not in self.compiled:
+            self.unproven[message.request_id] = key
+
+    def compiled_grammar(self, request_id: int) -> None:
+        """The request got past sampling: its grammar compiled."""
+        key = self.unproven.pop(request_id, None)
+        if key is not None:
+            self.compiled[key] = None
+            self.compiled.move_to_end(key)
+            while len(self.compiled) > COMPILED_GRAMMARS:
+                self.compiled.popitem(last=False)
+
+    def recover(self, error: Exception, outbox: Outbox) -> bool:
+        """A step raised: if a grammar was on trial, fail its requests, build a new pipeline
+        and carry the other requests over (see the module docstring). False: not a grammar's
+        fault, or no new pipeline could be built."""
+        blamed = dict(self.unproven)
+        if not blamed or self.rebuild is None:
+            return False
+        reason = engine_message(error)
+        logger.warning(
+            "engine step failed while a new grammar was on trial (request(s) %s): %s; failing "
+            "them and rebuilding the pipeline",
+            sorted(blamed),
+            reason,
+        )
+        message = f"the grammar engine could not compile the grammar: {reason}"
+        for request_id, key in blamed.items():
+            outbox.failures.append(RequestFailed(request_id, message, True, grammar=key))
+        others = [live for request_id, live in self.live.items() if request_id not in blamed]
+        for live in self.live.values():
+            live.handle = None
+        self.live.clear()
+        self.unproven.clear()
+        self.settle_steps = 0
+        # Every later step of this pipeline raises (measured), so it is replaced; the old one
+        # goes first, with its KV cache.
+        self.pipeline = None
+        gc.collect()
+        started = time.perf_counter()
+        try:
+            self.pipeline = self.rebuild()
+        except Exception:
+            logger.exception("could not rebuild the pipeline")
+            return False
+        self.rebuilds += 1
+        logger.warning("pipeline rebuilt in %.1f s", time.perf_counter() - started)
+        for live in others:
+            self.carry_over(live, outbox)
+        return True
+
+    def carry_over(self, live: _Live, outbox: Outbox) -> None:
+        """Add a request of the broken pipeline to the new one, or fail it retryably."""
+        message = live.message
+        if message is not None and not live.generated:
+            self.handle(message, outbox)  # nothing was sent yet: start over
+            return
+        if (
+            message is not None
+            and not live.final_only
+            and grammar_key(message.config) is None
+            and int(message.config["max_new_tokens"]) > len(live.generated)
+        ):
+            self.admit(message, outbox, generated=live.generated)
+            return
+        outbox.failures.append(
+            RequestFailed(
+                live.request_id,
+                "the request was interrupted when the engine was rebuilt after another "
+                "request's grammar failed to compile; send it again",
+                False,
+                retryable=True,
+            )
+        )
+
+    def collect(self, outbox: Outbox) -> None:
+        status = self.status
+        for request_id, live in list(self.live.items()):
+            handle = live.handle
+            state = handle.get_status()
+            if live.text_prompt and state == status.FINISHED and not live.prompt_tokens:
+                live.prompt_tokens = vlm_prompt_tokens(handle)
+            if live.final_only:
+                if state == status.FINISHED:
+                    self.compiled_grammar(request_id)
+                    for index, output in enumerate(handle.read_all()):
+                        outbox.deltas.append(
+                            SequenceDelta(
+                                request_id,
+                                index,
+                                list(output.generated_ids),
+                                list(output.generated_log_probs),
+                                finish_reason(output.finish_reason) or "stop",
+                                live.prompt_tokens,
+                            )
+                        )
+                    del self.live[request_id]
+                elif state == status.IGNORED:
+                    self._ignored(live, outbox)
+                continue
+            while handle.can_read():
+                self.compiled_grammar(request_id)
+                for index, output in handle.read().items():
+                    reason = finish_reason(output.finish_reason)
+                    if reason:
+                        live.finished.add(index)
+                    if index == 0:
+                        live.generated.extend(output.generated_ids)
+                    outbox.deltas.append(
+                        SequenceDelta(
+                            request_id,
+                            index,
+                            list(output.generated_ids),
+                            list(output.generated_log_probs),
+                            reason,
+                            live.prompt_tokens,
+                        )
+                    )
+            if state == status.FINISHED:
+                self.compiled_grammar(request_id)
+                if 0 not in live.finished:
+                    outbox.deltas.append(
+                        SequenceDelta(request_id, 0, [], [], "stop", live.prompt_tokens)
+                    )
+                del self.live[request_id]
+            elif state == status.IGNORED:
+                self._ignored(live, outbox)
+            elif state in (status.STOP, status.CANCEL):
+                del self.live[request_id]
+
+    def _ignored(self, live: _Live, outbox: Outbox) -> None:
+        outbox.failures.append(
+            RequestFailed(
+                live.request_id,
+                "the engine could not schedule the request: the KV cache is too small for it "
+                "(raise cache_size) or it was preempted when the cache ran out",
+                False,
+            )
+        )
+        del self.live[live.request_id]
