@@ -3,9 +3,9 @@ time, with images; started with no media flags, so only base64 data URLs are acc
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,7 +90,7 @@ def test_images_match_the_engine(
     assert usage.completion_tokens == MAX_TOKENS
 
 
-async def test_requests_are_served_one_at_a_time(
+def test_requests_are_served_one_at_a_time(
     stateful_server: Server, pictures: Pictures, vlm_stateful_golden: VlmGolden
 ) -> None:
     """Two streams sent together: both answers are right, and no token of the second arrives
@@ -101,29 +101,27 @@ async def test_requests_are_served_one_at_a_time(
         vlm_stateful_golden.chat(m, [i], 150) for m, i in zip(conversations, images, strict=True)
     ]
 
-    async with stateful_server.async_client() as sdk:
-
-        async def one(messages: list[Any]) -> tuple[str, list[float]]:
-            stream = await sdk.chat.completions.create(
-                model=MODEL,
-                messages=messages,
-                temperature=0,
-                max_tokens=150,
-                stream=True,
+    def one(messages: list[Any]) -> tuple[str, list[float]]:
+        # One thread and one connection per stream, each blocked on its own socket, so a chunk
+        # is stamped when it arrives. (One event loop reading both streams stamps a chunk when
+        # it gets to it: a whole answer already buffered would be stamped after chunks of the
+        # other stream that the server sent later.)
+        texts: list[str] = []
+        arrivals: list[float] = []
+        with stateful_server.client() as sdk:
+            stream = sdk.chat.completions.create(
+                model=MODEL, messages=messages, temperature=0, max_tokens=150, stream=True
             )
-            texts: list[str] = []
-            arrivals: list[float] = []
-            async with stream:
-                async for chunk in stream:
-                    content = chunk.choices[0].delta.content if chunk.choices else None
-                    if content:
-                        texts.append(content)
-                        arrivals.append(time.monotonic())
-            return "".join(texts), arrivals
+            for chunk in stream:
+                content = chunk.choices[0].delta.content if chunk.choices else None
+                if content:
+                    texts.append(content)
+                    arrivals.append(time.monotonic())
+        return "".join(texts), arrivals
 
-        (first, first_times), (second, second_times) = await asyncio.wait_for(
-            asyncio.gather(one(conversations[0]), one(conversations[1])), 60
-        )
+    with ThreadPoolExecutor(2) as pool:
+        runs = [pool.submit(one, messages) for messages in conversations]
+        (first, first_times), (second, second_times) = [run.result(60) for run in runs]
 
     assert [first, second] == [e.text for e in expected]
     earlier, later = sorted([first_times, second_times], key=lambda times: times[0])
