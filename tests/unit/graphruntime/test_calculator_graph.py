@@ -257,3 +257,62 @@ def test_poller_ends_after_run_for_a_source_graph() -> None:
     poller = graph.add_output_stream_poller("out")
     graph.run()
     assert [p.payload for p in poller] == [0, 1, 2]
+
+
+@register_calculator(name="TestCalculatorGraphStopOnNegative")
+class StopOnNegative(Calculator):
+    blocking = False
+    source = Input("", int)
+    sink = Output("", int)
+
+    def process(self, cc: CalculatorContext) -> None:
+        value = cc.inputs[self.source].payload
+        if value < 0:
+            raise StatusStop()
+        cc.outputs[self.sink].add(value)
+
+
+def test_inputs_closed_by_a_node_refuse_later_packets() -> None:
+    """A node's StatusStop closes the graph inputs on the graph's side: the caller hears of it
+    at its next add (as Graph.add_packet says), and the run ends cleanly."""
+    graph = CalculatorGraph(
+        'input_stream: "in"\n'
+        'node { calculator: "TestCalculatorGraphStopOnNegative" input_stream: "in" '
+        'output_stream: "out" }'
+    )
+    out: list[int] = []
+    graph.observe_output_stream("out", lambda _, p: out.append(p.payload))
+    graph.start_run()
+    graph.add_packet_to_input_stream("in", Packet(1, 0))
+    graph.add_packet_to_input_stream("in", Packet(-1, 1))
+    graph.wait_until_idle()
+    with pytest.raises(PacketError, match='Graph input stream "in" is closed'):
+        graph.add_packet_to_input_stream("in", Packet(2, 2))
+    graph.wait_until_done()
+    assert out == [1]
+    assert not graph.has_error()
+
+
+def test_producer_threads_on_two_streams_with_a_tiny_queue() -> None:
+    """Two producers, one per stream, both throttled often: every packet arrives, in order."""
+    graph = CalculatorGraph(
+        'max_queue_size: 2\ninput_stream: "a"\ninput_stream: "b"\n'
+        'node { calculator: "PassThroughCalculator" input_stream: "a" input_stream: "b" '
+        'output_stream: "x" output_stream: "y" }'
+    )
+    seen: dict[str, list[int]] = {"x": [], "y": []}
+    for name in seen:
+        graph.observe_output_stream(name, lambda stream, p: seen[stream].append(p.payload))
+    graph.start_run()
+
+    def produce(stream: str) -> None:
+        for i in range(2000):
+            graph.add_packet_to_input_stream(stream, Packet(i, i))
+
+    threads = [threading.Thread(target=produce, args=(name,)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    graph.close()
+    assert seen == {"x": list(range(2000)), "y": list(range(2000))}
