@@ -25,8 +25,9 @@ from graphruntime._proto import calculator_pb2
 from graphruntime.config import GraphConfig
 from graphruntime.errors import GraphError, GraphRunError, GraphUsageError, PacketError
 from graphruntime.graph import AddMode, Graph, GraphThrottledError, poststream_not_alone
+from graphruntime.node_runtime import GraphInputStream
 from graphruntime.packet import Packet
-from graphruntime.scheduler import GraphInputStream, GraphRun
+from graphruntime.scheduler import GraphRun
 from graphruntime.timestamp import DONE, POSTSTREAM, PRESTREAM, describe, next_allowed_in_stream
 from graphruntime.validation import ValidatedGraph
 
