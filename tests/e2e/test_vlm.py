@@ -20,6 +20,7 @@ import threading
 import time
 import zlib
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -454,7 +455,12 @@ async def test_eight_concurrent_image_requests(
     assert texts == [e.text for e in expected]
 
 
-async def test_image_request_joins_while_another_runs(
+# Long enough that the tiny model cannot finish it before a short request, images included, is
+# added and answered (400 tokens took the tiny model about as long as that).
+LONG_TOKENS = 2000
+
+
+def test_image_request_joins_while_another_runs(
     vlm_server: Server, pictures: Pictures, vlm_golden: VlmGolden
 ) -> None:
     """Continuous batching: a short image request added while a long one streams finishes first,
@@ -462,37 +468,39 @@ async def test_image_request_joins_while_another_runs(
     long_image, short_image = pictures.make(*SIZES[0], seed=30), pictures.make(*SIZES[1], seed=31)
     long_messages = conversation([pictures.png_url(long_image)])
     short_messages = conversation([pictures.png_url(short_image)])
-    long_expected = vlm_golden.chat(long_messages, [long_image], 400)
+    long_expected = vlm_golden.chat(long_messages, [long_image], LONG_TOKENS)
     short_expected = vlm_golden.chat(short_messages, [short_image], 4)
 
-    async with vlm_server.async_client() as sdk:
-        stream = await sdk.chat.completions.create(
-            model=MODEL,
-            messages=long_messages,
-            temperature=0,
-            max_tokens=400,
-            stream=True,
-        )
-        pieces: list[str] = []
-        short_done = asyncio.get_running_loop().create_future()
-        short_task = None
-        async with stream:
-            async for chunk in stream:
+    # The long stream is read on a thread of its own, blocked on its socket, so `pieces` grows
+    # as chunks arrive. (One event loop reading both requests counts a buffered chunk only when
+    # it gets to it, which made the count at the short answer's end depend on scheduling.)
+    pieces: list[str] = []
+    started = threading.Event()
+
+    def read_long() -> None:
+        with vlm_server.client() as sdk:
+            stream = sdk.chat.completions.create(
+                model=MODEL,
+                messages=long_messages,
+                temperature=0,
+                max_tokens=LONG_TOKENS,
+                stream=True,
+            )
+            for chunk in stream:
                 content = chunk.choices[0].delta.content if chunk.choices else None
-                if content and short_task is None:
-                    short_task = asyncio.ensure_future(
-                        sdk.chat.completions.create(
-                            model=MODEL,
-                            messages=short_messages,
-                            temperature=0,
-                            max_tokens=4,
-                        )
-                    )
-                    short_task.add_done_callback(lambda _: short_done.set_result(len(pieces)))
+                if content:
+                    started.set()
                 pieces.append(content or "")
-        assert short_task is not None
-        short = await short_task
-        pieces_when_short_finished = await short_done
+
+    with ThreadPoolExecutor(1) as pool:
+        reading = pool.submit(read_long)
+        assert started.wait(60), "the long request produced no text"
+        with vlm_server.client() as sdk:
+            short = sdk.chat.completions.create(
+                model=MODEL, messages=short_messages, temperature=0, max_tokens=4
+            )
+        pieces_when_short_finished = len(pieces)
+        reading.result(60)
 
     assert pieces_when_short_finished < len(pieces) - 1, "the short request waited for the long"
     assert "".join(pieces) == long_expected.text
