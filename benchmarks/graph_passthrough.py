@@ -33,6 +33,11 @@ from pathlib import Path
 import calculators.core.pass_through  # noqa: F401  (registers PassThroughCalculator)
 from graphruntime import CalculatorGraph, Graph, Packet, ValidatedGraph
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The same chains and CPU clock as the MediaPipe run (benchmarks/ is not a package; the sibling
+# imports only the standard library at its top, so it runs in MediaPipe's venv too).
+from mediapipe_passthrough import chain_config, cpu_seconds
+
 HERE = Path(__file__).resolve().parent
 DEFAULT_MEDIAPIPE_PYTHON = (
     Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
@@ -41,23 +46,6 @@ DEFAULT_MEDIAPIPE_PYTHON = (
     / "bin"
     / "python"
 )
-
-
-def chain_config(length: int, max_queue_size: int) -> str:
-    lines = ['input_stream: "in"', 'output_stream: "out"', f"max_queue_size: {max_queue_size}"]
-    for i in range(length):
-        source = "in" if i == 0 else f"s{i}"
-        target = "out" if i == length - 1 else f"s{i + 1}"
-        lines.append(
-            f'node {{ calculator: "PassThroughCalculator" input_stream: "{source}" '
-            f'output_stream: "{target}" }}'
-        )
-    return "\n".join(lines)
-
-
-def cpu_seconds() -> float:
-    times = os.times()
-    return times.user + times.system
 
 
 def run_sync(graph: ValidatedGraph, count: int) -> float:
