@@ -14,21 +14,19 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from servables.admission import CountedAdmission
 from servables.embeddings.pooling import add_pooling
-from servables.encoders.batcher import BatchLimits, DynamicBatcher, EncoderStats
+from servables.encoders.batcher import DynamicBatcher
 from servables.encoders.model import EncodedInput, EncoderModel, FloatArray
-from servables.encoders.model_dir import detect_pooling, max_model_length, model_config
+from servables.encoders.model_dir import detect_pooling, max_model_length
+from servables.encoders.servable import EncoderConfig, EncoderServable
 from servables.encoders.tokenizer import EncoderTokenizer
-from servables.errors import InvalidRequest, ServableLoadError, ServableNotReady
-from servables.openai.tokenize import TokenizeRequest, encode
+from servables.errors import InvalidRequest, ServableNotReady
 
 logger = logging.getLogger(__name__)
 
@@ -36,16 +34,11 @@ DEFAULT_CONTEXT = 1024  # OVMS's, for models whose config.json names none
 
 
 @dataclass
-class EmbeddingsConfig:
-    name: str
-    models_path: Path
-    device: str = "CPU"
-    properties: dict[str, Any] = field(default_factory=dict)
+class EmbeddingsConfig(EncoderConfig):
     pooling: str | None = None  # None: the model's 1_Pooling/config.json, else CLS
     normalize: bool = True
     truncate: bool = False
     max_inputs: int = 2048
-    batch: BatchLimits = field(default_factory=BatchLimits)
 
 
 @dataclass(frozen=True)
@@ -54,29 +47,19 @@ class Embeddings:
     prompt_tokens: int
 
 
-class EmbeddingsServable:
-    """See the module docstring; `start()` loads the model (seconds), `stop()` releases it."""
+class EmbeddingsServable(EncoderServable[EmbeddingsConfig, FloatArray]):
+    """See the module docstring; the lifecycle is EncoderServable's."""
 
     kind = "embeddings"
+    special_tokens_by_default = True  # as the model sees the texts it embeds
 
     def __init__(self, config: EmbeddingsConfig) -> None:
-        self.config = config
-        self.name = config.name
-        self.stats = EncoderStats()
         self.pooling = config.pooling or detect_pooling(config.models_path) or "CLS"
-        hf_config = model_config(config.models_path)
-        self.context = max_model_length(hf_config) or DEFAULT_CONTEXT
-        vocab = hf_config.get("vocab_size")
+        super().__init__(config)
+        self.context = max_model_length(self.hf_config) or DEFAULT_CONTEXT
+        vocab = self.hf_config.get("vocab_size")
         self.vocab_size: int | None = vocab if isinstance(vocab, int) else None
-        pad = hf_config.get("pad_token_id")
-        self.pad_token_id = pad if isinstance(pad, int) and not isinstance(pad, bool) else 0
-        self.tokenizer: EncoderTokenizer | None = None
-        self.model: EncoderModel | None = None
-        self.batcher: DynamicBatcher[FloatArray] | None = None
         self.dimensions = 0
-        # Requests the batches run at once: max_batch_size each, once the model's parallel
-        # inferences are known (start()); the server sets max_queued before start.
-        self.admission = CountedAdmission(config.name, config.batch.max_batch_size)
 
     @property
     def max_inputs(self) -> int:
@@ -86,60 +69,25 @@ class EmbeddingsServable:
     def normalize(self) -> bool:
         return self.config.normalize
 
-    async def start(self) -> None:
-        started = time.perf_counter()
-        await asyncio.to_thread(self._load)
-        assert self.model is not None
-        self.admission.capacity = self.model.parallel * self.config.batch.max_batch_size
-        self.batcher = DynamicBatcher(
-            self.name, self.model.run, self.config.batch, self.model.parallel, self.stats
-        )
-        self.batcher.start()
-        logger.info(
-            "%s: embeddings model %s loaded in %.1f s (pooling %s, normalize %s, context %d, "
-            "%d dimensions, %d parallel inferences)",
-            self.name,
-            self.config.models_path,
-            time.perf_counter() - started,
-            self.pooling,
-            self.config.normalize,
-            self.context,
-            self.dimensions,
-            self.model.parallel,
-        )
+    def _transform(self, model: Any) -> tuple[Any, int]:
+        return add_pooling(model, self.pooling, self.config.normalize)
 
-    def _load(self) -> None:
-        config = self.config
-        try:
-            self.tokenizer = EncoderTokenizer(config.models_path)
-            self.model = EncoderModel(
-                config.models_path,
-                config.device,
-                config.properties,
-                lambda model: add_pooling(model, self.pooling, config.normalize),
-                self.pad_token_id,
-            )
-        except (RuntimeError, ValueError) as error:
-            raise ServableLoadError(
-                f"{self.name}: cannot load the embeddings model: {error}"
-            ) from error
+    def _loaded(self, tokenizer: EncoderTokenizer, model: EncoderModel) -> None:
         if self.vocab_size is None:  # ids past the vocabulary would fail a whole batch
-            self.vocab_size = len(self.tokenizer.raw.get_vocab_vector())
-        probe = self.model.run([EncodedInput(np.array([self.pad_token_id], dtype=np.int64))])
+            self.vocab_size = len(tokenizer.raw.get_vocab_vector())
+        probe = model.run([EncodedInput(np.array([self.pad_token_id], dtype=np.int64))])
         self.dimensions = int(probe.shape[1])
 
-    async def stop(self) -> None:
-        if self.batcher is not None:
-            await self.batcher.stop()
-            self.batcher = None
-        self.model = None
-        self.tokenizer = None
+    def _run_batch(self, rows: Sequence[EncodedInput]) -> FloatArray:
+        assert self.model is not None
+        return self.model.run(rows)
 
-    def tokenize(self, request: TokenizeRequest) -> list[list[int]]:
-        """`/v3/tokenize`: token ids per text, as the embedding model sees them."""
-        if self.tokenizer is None:
-            raise ServableNotReady(f"Model {self.name} is not loaded")
-        return encode(self.tokenizer.raw, request, special_tokens_by_default=True)
+    def _describe(self) -> str:
+        assert self.model is not None
+        return (
+            f"pooling {self.pooling}, normalize {self.config.normalize}, context {self.context}, "
+            f"{self.dimensions} dimensions, {self.model.parallel} parallel inferences"
+        )
 
     def _rows_from_texts(self, texts: Sequence[str]) -> list[EncodedInput]:
         assert self.tokenizer is not None
@@ -205,9 +153,5 @@ class EmbeddingsServable:
         tokens = sum(len(row) for row in rows)
         logger.debug("%s: embedding %d inputs, %d tokens", self.name, len(rows), tokens)
         vectors = await batcher.submit(rows)
-        stats = self.stats
-        stats.requests += 1
-        stats.inputs += len(rows)
-        stats.tokens += tokens
-        stats.request_seconds.observe(time.perf_counter() - started)
+        self._count(len(rows), tokens, started)
         return Embeddings(np.stack(vectors).astype(np.float32, copy=False), tokens)

@@ -1,1 +1,2 @@
-"""Encoder models (embeddings, cross-encoders): model files, tokenizer, model, dynamic batching."""
+"""Encoder models (embeddings, cross-encoders): model files, tokenizer, model, dynamic batching
+and the servable lifecycle they share."""

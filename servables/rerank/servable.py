@@ -16,19 +16,17 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from servables.admission import CountedAdmission
-from servables.encoders.batcher import BatchLimits, DynamicBatcher, EncoderStats
+from servables.encoders.batcher import DynamicBatcher
 from servables.encoders.model import EncodedInput, EncoderModel
-from servables.encoders.model_dir import max_model_length, model_config
+from servables.encoders.model_dir import max_model_length
+from servables.encoders.servable import EncoderConfig, EncoderServable
 from servables.encoders.tokenizer import EncoderTokenizer
 from servables.errors import InvalidRequest, ServableLoadError, ServableNotReady
-from servables.openai.tokenize import TokenizeRequest, encode
 from servables.rerank.pairs import PairTemplate, ovms_template, probe_template
 
 logger = logging.getLogger(__name__)
@@ -37,14 +35,9 @@ DEFAULT_CONTEXT = 512  # OVMS's, for models whose config.json names none
 
 
 @dataclass
-class RerankConfig:
-    name: str
-    models_path: Path
-    device: str = "CPU"
-    properties: dict[str, Any] = field(default_factory=dict)
+class RerankConfig(EncoderConfig):
     max_allowed_chunks: int = 10000
     max_position_embeddings: int | None = None  # None: config.json's
-    batch: BatchLimits = field(default_factory=BatchLimits)
 
 
 @dataclass(frozen=True)
@@ -73,73 +66,34 @@ def to_scores(logits: np.ndarray[Any, Any]) -> list[float]:
     return [float(p) for p in probabilities]
 
 
-class RerankServable:
-    """See the module docstring; `start()` loads the model, `stop()` releases it."""
+class RerankServable(EncoderServable[RerankConfig, float]):
+    """See the module docstring; the lifecycle is EncoderServable's."""
 
     kind = "rerank"
+    paired = True
+    # As OVMS's rerank tokenize: without special tokens unless the request asks for them.
+    special_tokens_by_default = False
 
     def __init__(self, config: RerankConfig) -> None:
-        self.config = config
-        self.name = config.name
-        self.stats = EncoderStats()
-        hf_config = model_config(config.models_path)
+        super().__init__(config)
         self.context = (
-            config.max_position_embeddings or max_model_length(hf_config) or DEFAULT_CONTEXT
+            config.max_position_embeddings or max_model_length(self.hf_config) or DEFAULT_CONTEXT
         )
-        types = hf_config.get("type_vocab_size")
+        types = self.hf_config.get("type_vocab_size")
         self.typed = isinstance(types, int) and types >= 2
-        pad = hf_config.get("pad_token_id")
-        self.pad_token_id = pad if isinstance(pad, int) and not isinstance(pad, bool) else 0
-        self.tokenizer: EncoderTokenizer | None = None
-        self.model: EncoderModel | None = None
         self.template: PairTemplate | None = None
-        self.batcher: DynamicBatcher[float] | None = None
-        # Requests the batches run at once (see EmbeddingsServable); max_queued is the server's.
-        self.admission = CountedAdmission(config.name, config.batch.max_batch_size)
 
     @property
     def max_allowed_chunks(self) -> int:
         return self.config.max_allowed_chunks
 
-    async def start(self) -> None:
-        started = time.perf_counter()
-        await asyncio.to_thread(self._load)
-        assert self.model is not None and self.template is not None
-        self.admission.capacity = self.model.parallel * self.config.batch.max_batch_size
-        self.batcher = DynamicBatcher(
-            self.name, self._score, self.config.batch, self.model.parallel, self.stats
-        )
-        self.batcher.start()
-        logger.info(
-            "%s: rerank model %s loaded in %.1f s (context %d, pair layout from the %s: %d "
-            "special tokens, max_allowed_chunks %d)",
-            self.name,
-            self.config.models_path,
-            time.perf_counter() - started,
-            self.context,
-            self.template.source,
-            self.template.special_tokens,
-            self.config.max_allowed_chunks,
-        )
+    def _transform(self, model: Any) -> tuple[Any, int]:
+        return logits_output(model)
 
-    def _load(self) -> None:
-        config = self.config
-        try:
-            self.tokenizer = EncoderTokenizer(config.models_path, paired=True)
-            self.model = EncoderModel(
-                config.models_path,
-                config.device,
-                config.properties,
-                logits_output,
-                self.pad_token_id,
-            )
-        except (RuntimeError, ValueError) as error:
-            raise ServableLoadError(
-                f"{self.name}: cannot load the rerank model: {error}"
-            ) from error
-        typed = self.typed and self.model.has_token_types
-        self.template = probe_template(self.tokenizer, typed) or ovms_template(
-            config.models_path, self.tokenizer
+    def _loaded(self, tokenizer: EncoderTokenizer, model: EncoderModel) -> None:
+        typed = self.typed and model.has_token_types
+        self.template = probe_template(tokenizer, typed) or ovms_template(
+            self.config.models_path, tokenizer
         )
         if self.context <= 2 * self.template.special_tokens:
             raise ServableLoadError(
@@ -148,23 +102,17 @@ class RerankServable:
                 param="max_position_embeddings",
             )
 
-    async def stop(self) -> None:
-        if self.batcher is not None:
-            await self.batcher.stop()
-            self.batcher = None
-        self.model = None
-        self.tokenizer = None
-
-    def _score(self, rows: Sequence[EncodedInput]) -> list[float]:
+    def _run_batch(self, rows: Sequence[EncodedInput]) -> list[float]:
         assert self.model is not None
         return to_scores(self.model.run(rows))
 
-    def tokenize(self, request: TokenizeRequest) -> list[list[int]]:
-        """`/v3/tokenize`: token ids per text; as OVMS's rerank tokenize, without special
-        tokens unless the request asks for them."""
-        if self.tokenizer is None:
-            raise ServableNotReady(f"Model {self.name} is not loaded")
-        return encode(self.tokenizer.raw, request, special_tokens_by_default=False)
+    def _describe(self) -> str:
+        assert self.template is not None
+        return (
+            f"context {self.context}, pair layout from the {self.template.source}: "
+            f"{self.template.special_tokens} special tokens, max_allowed_chunks "
+            f"{self.config.max_allowed_chunks}"
+        )
 
     def _pairs(
         self,
@@ -245,9 +193,5 @@ class RerankServable:
         scores = [0.0] * len(documents)
         for owner, score in zip(owners, chunk_scores, strict=True):
             scores[owner] = max(scores[owner], score)
-        stats = self.stats
-        stats.requests += 1
-        stats.inputs += len(rows)
-        stats.tokens += tokens
-        stats.request_seconds.observe(time.perf_counter() - started)
+        self._count(len(rows), tokens, started)
         return Scores(scores, tokens, len(rows))
