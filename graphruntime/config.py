@@ -13,8 +13,6 @@ and decodes node options on demand.
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import os
 import re
 import sys
@@ -37,11 +35,6 @@ from graphruntime.config_text import (
     StructureParser,
 )
 from graphruntime.errors import GraphConfigError, SourceLocation
-
-# The LLM calculator's options are loaded so OVMS graphs get real messages, but the runtime itself
-# must not depend on any calculator package being installed.
-with contextlib.suppress(ImportError):
-    importlib.import_module("calculators.llm.llm_calculator_pb2")
 
 M = TypeVar("M", bound=Message)
 

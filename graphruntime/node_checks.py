@@ -187,7 +187,10 @@ class NodeChecker(ConfigChecker):
             calculator.get_contract(contract)
         except (GraphConfigError, ValueError, TypeError, KeyError) as error:
             message = error.message if isinstance(error, GraphConfigError) else str(error)
-            self.out.error(f"{node.calculator}: {message}", location)
+            # Options stay opaque text until the contract decodes them (cc.options); a block that
+            # does not parse as its type is reported where its fault is, not at the node.
+            found = error.location if isinstance(error, GraphConfigError) else None
+            self.out.error(f"{node.calculator}: {message}", found or location)
             return result
         problems = contract.problems()
         if problems:

@@ -1,13 +1,15 @@
 """Dependencies point inward (design.md §3): this walks every import and enforces the table.
 
-graphruntime core imports only the stdlib and protobuf; servables never import graphruntime or
-calculators; calculators never import the application layer (graphruntime.server) or aiohttp;
-nothing outside graphruntime.server imports it.
+graphruntime core imports only the stdlib and protobuf, and names no calculators/servables module
+in a string it could import by; servables never import graphruntime or calculators; calculators
+never import the application layer (graphruntime.server) or aiohttp; nothing outside
+graphruntime.server imports it.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -42,6 +44,87 @@ def test_graphruntime_core_uses_only_stdlib_and_protobuf() -> None:
             allowed = top(name) in STDLIB or name.startswith(("google.protobuf", "graphruntime"))
             allowed = allowed and not name.startswith("graphruntime.server")
             assert allowed, f"{path.relative_to(ROOT)} imports {name}"
+
+
+# Calls that import a module named by a string: the import statements above never see them.
+DYNAMIC_IMPORTS = {"import_module", "__import__", "find_spec", "spec_from_file_location"}
+# A string that names a module (or `module:attribute`) of the upper layers.
+UPPER_LAYER_MODULE = re.compile(r"^(calculators|servables)(\.\w+)+(:\w+)?$")
+
+
+def docstrings(tree: ast.AST) -> set[int]:
+    """ids of the docstring constants of `tree`'s module, classes and functions."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                found.add(id(body[0].value))
+    return found
+
+
+def upper_layer_module_strings(source: str, label: str) -> list[str]:
+    """Where `source` names a calculators/servables module in a string it could import by: the
+    string arguments of import_module/__import__/find_spec calls (f-strings included, by their
+    literal parts), and any other string that is a dotted calculators./servables. module name
+    (such as a constant later passed to import_module). Docstrings only describe."""
+    tree = ast.parse(source, label)
+    seen = docstrings(tree)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name not in DYNAMIC_IMPORTS:
+            continue
+        for constant in ast.walk(node):
+            if isinstance(constant, ast.Constant) and isinstance(constant.value, str):
+                seen.add(id(constant))
+                if constant.value.split(".")[0].split(":")[0] in {"calculators", "servables"}:
+                    found.append((node.lineno, f"{name}({constant.value!r})"))
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in seen
+            and UPPER_LAYER_MODULE.match(node.value)
+        ):
+            found.append((node.lineno, repr(node.value)))
+    return [f"{label}:{line}: {what}" for line, what in sorted(found)]
+
+
+def test_graphruntime_core_imports_no_upper_layer_by_name() -> None:
+    """The core never loads a calculator or servable module by name either (importlib, a module
+    path in a string): what a graph needs of them arrives through their own registration (entry
+    points, @register_calculator, the options_type a calculator declares). Only the application
+    layer, graphruntime/server/, wires packages together."""
+    found = []
+    for path in modules("graphruntime"):
+        if "server" in path.relative_to(ROOT / "graphruntime").parts:
+            continue
+        found += upper_layer_module_strings(
+            path.read_text(encoding="utf-8"), str(path.relative_to(ROOT))
+        )
+    assert not found, "graphruntime core names upper-layer modules:\n" + "\n".join(found)
+
+
+def test_the_name_scan_sees_dynamic_imports() -> None:
+    """The scan above catches the forms it is meant to, and not prose."""
+    code = (
+        '"""Docstrings may mention calculators.llm.llm_calculator_pb2."""\n'
+        "import importlib\n"
+        'importlib.import_module("calculators.llm.llm_calculator_pb2")\n'
+        "__import__(f'servables.{kind}')\n"
+        'PLUGIN = "calculators.llm.http_llm:HttpLLMCalculator"\n'
+        'TEXT = "calculators and servables are layers"\n'
+        'importlib.import_module("graphruntime.stream_handlers")\n'
+    )
+    assert upper_layer_module_strings(code, "probe.py") == [
+        "probe.py:3: import_module('calculators.llm.llm_calculator_pb2')",
+        "probe.py:4: __import__('servables.')",
+        "probe.py:5: 'calculators.llm.http_llm:HttpLLMCalculator'",
+    ]
 
 
 def test_servables_do_not_import_graphs_or_the_server() -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,6 +49,71 @@ def validate(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[
 def test_ovms_llm_graph_validates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write(tmp_path, OVMS_GRAPH)
     assert validate(capsys, str(path)) == (0, [])
+
+
+# Run in a fresh interpreter: this test process may have imported calculators already.
+FRESH_PARSE_AND_VALIDATE = """
+import json, sys
+from google.protobuf import text_format
+from graphruntime import ValidatedGraph
+from graphruntime.config import load_graph_config
+
+config = load_graph_config(sys.argv[1])
+before = sorted(m for m in sys.modules if m.split(".")[0] in ("calculators", "servables"))
+opaque = [o.type_name for o in config.opaque_options("node", 0, "node_options")]
+graph = ValidatedGraph.from_config(config)
+calculator = graph.nodes[0].calculator
+options = graph.node_options(graph.nodes[0], calculator.options_type)
+print(json.dumps({
+    "loaded_by_parsing": before,
+    "opaque_after_parsing": opaque,
+    "options_type": type(options).DESCRIPTOR.full_name,
+    "options": text_format.MessageToString(options, as_one_line=True),
+}))
+"""
+
+
+def test_ovms_llm_graph_gets_typed_options_from_its_calculator() -> None:
+    """The core parses an OVMS LLM graph without any calculator package (its options stay
+    opaque text); validating it loads HttpLLMCalculator (entry point), whose module brings its
+    LLMCalculatorOptions, and the options decode to that type."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            FRESH_PARSE_AND_VALIDATE,
+            str(FIXTURES / "llm_continuous_batching.pbtxt"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    found = json.loads(result.stdout)
+    assert found["loaded_by_parsing"] == []
+    assert found["opaque_after_parsing"] == ["mediapipe.LLMCalculatorOptions"]
+    assert found["options_type"] == "mediapipe.LLMCalculatorOptions"
+    assert found["options"] == (
+        'models_path: "./model" cache_size: 2 max_num_seqs: 64 '
+        'plugin_config: "{\\"KV_CACHE_PRECISION\\": \\"u8\\"}" enable_prefix_caching: true'
+    )
+
+
+def test_bad_llm_options_are_reported_at_their_line(tmp_path: Path) -> None:
+    """Decoded only when the calculator asks (its contract), a broken options block is still
+    reported where the fault is, in a process where nothing typed the options up front."""
+    text = OVMS_GRAPH.replace("cache_size: 2,", 'cache_size: "two",', 1)
+    path = write(tmp_path, text)
+    result = subprocess.run(
+        [sys.executable, "-m", "graphruntime.server.cli", "graph", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.splitlines() == [
+        f'{path}:{line_of(text, "cache_size")}: HttpLLMCalculator: Couldn\'t parse integer: "two"'
+    ]
 
 
 @pytest.mark.parametrize(
