@@ -24,7 +24,9 @@ As in OVMS: the request packet starts a generation; a unary request answers with
 a streaming request emits the SSE frames of one engine step per process() call together with a
 LOOPBACK packet, which the back edge brings back (in its own sync set) to trigger the next call.
 The last call emits the final frames and `data: [DONE]` and no LOOPBACK, which ends the cycle.
-Once streaming has started, an error becomes one `data: {"error": ...}` frame and `[DONE]`.
+Once streaming has started, an engine error becomes one `data: {"error": ...}` frame and `[DONE]`
+(a Responses stream: `response.failed`, and no `[DONE]`); an error of the graph's own ends the
+stream the same way at the HTTP route (servables.openai.stream_failure).
 """
 
 from __future__ import annotations

@@ -3,9 +3,11 @@
 A generation request runs the graph named by its `model` field. The first response chunk decides
 the reply: a unary body is sent as JSON; a stream gets SSE headers and then every chunk as it is
 produced. An error before the first chunk is an ordinary error response with the right status; an
-error after it is one SSE error frame and `[DONE]` (headers are already sent). A client that goes
-away cancels the handler (the app runs with handler cancellation), which cancels the graph run and
-aborts the engine requests.
+error after it (headers are already sent) ends the stream as its API does, which the route table
+knows by path (servables.openai.stream_failure): chat completions and completions with one SSE
+error frame and `[DONE]`, the Responses API with a `response.failed` event and no `[DONE]`. A
+client that goes away cancels the handler (the app runs with handler cancellation), which cancels
+the graph run and aborts the engine requests.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -24,11 +26,21 @@ from graphruntime.server.errors import RequestTooLarge
 from graphruntime.server.http.state import STATE
 from graphruntime.server.metrics import RequestRecord
 from servables.errors import InvalidRequest, ServableError
-from servables.openai.responses import SSE_DONE, error_body, sse_frame
+from servables.openai.stream_failure import (
+    ChatStreamFailure,
+    ResponsesStreamFailure,
+    StreamFailure,
+)
 
 logger = logging.getLogger(__name__)
 
-GENERATIVE_PATHS = ("/chat/completions", "/completions", "/responses", "/tokenize")
+# Each generative path, and how a stream of its API ends when the graph fails mid-stream.
+GENERATIVE_PATHS: dict[str, Callable[[str], StreamFailure]] = {
+    "/chat/completions": ChatStreamFailure,
+    "/completions": ChatStreamFailure,
+    "/responses": ResponsesStreamFailure,
+    "/tokenize": ChatStreamFailure,
+}
 PREFIXES = ("/v3", "/v1", "/v3/v1")
 SSE_HEADERS = {
     "Content-Type": "text/event-stream",
@@ -101,10 +113,14 @@ def model_name(body: dict[str, Any]) -> str:
     return model
 
 
-async def generate(request: web.Request) -> web.StreamResponse:
+async def generate(
+    request: web.Request, stream_failure: Callable[[str], StreamFailure]
+) -> web.StreamResponse:
+    """Run the graph the request's `model` names; `stream_failure` is the path's API's."""
     state = request.app[STATE]
     raw, body = await read_json(request)
-    servable = state.repository.get(model_name(body))
+    model = model_name(body)
+    servable = state.repository.get(model)
     streaming = body.get("stream") is True
     connection = RequestConnection(request)
     payload = http_payload(request, raw, body, connection)
@@ -112,7 +128,25 @@ async def generate(request: web.Request) -> web.StreamResponse:
     with state.metrics.request(
         "V3", "REST", method, servable.name, available=servable.available
     ) as record:
-        return await respond(request, servable.run_http(payload), streaming, connection, record)
+        return await respond(
+            request,
+            servable.run_http(payload),
+            streaming,
+            connection,
+            record,
+            stream_failure(model),
+        )
+
+
+def generative_route(
+    stream_failure: Callable[[str], StreamFailure],
+) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """The handler of one generative path, whose streams end as `stream_failure` renders."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return await generate(request, stream_failure)
+
+    return handler
 
 
 async def respond(
@@ -121,8 +155,14 @@ async def respond(
     streaming: bool,
     connection: RequestConnection,
     record: RequestRecord,
+    stream_failure: StreamFailure | None = None,
 ) -> web.StreamResponse:
-    """Send the graph's chunks as one JSON body or as SSE; see the module docstring."""
+    """Send the graph's chunks as one JSON body or as SSE; see the module docstring.
+
+    `stream_failure` sees every chunk sent and renders the end of a stream that fails after its
+    first chunk (the frames of the request's API; chat completions' when not given).
+    """
+    ending = stream_failure if stream_failure is not None else ChatStreamFailure()
     response: web.StreamResponse | None = None
     try:
         try:
@@ -138,9 +178,11 @@ async def respond(
         response = web.StreamResponse(status=200, headers=SSE_HEADERS)
         await response.prepare(request)
         await response.write(first)
+        ending.sent(first)
         async for chunk in chunks:
             record.responded()
             await response.write(chunk)
+            ending.sent(chunk)
         await response.write_eof()
         record.succeeded = True
         return response
@@ -157,8 +199,7 @@ async def respond(
             raise
         failure = to_client_error(error)
         await response.write(
-            sse_frame(error_body(failure.message, failure.error_type, failure.param, failure.code))
-            + SSE_DONE
+            ending.frames(failure.message, failure.error_type, failure.param, failure.code)
         )
         await response.write_eof()
         return response
@@ -189,8 +230,8 @@ async def get_model(request: web.Request) -> web.Response:
 
 def add_routes(app: web.Application) -> None:
     for prefix in PREFIXES:
-        for path in GENERATIVE_PATHS:
-            app.router.add_post(prefix + path, generate)
+        for path, stream_failure in GENERATIVE_PATHS.items():
+            app.router.add_post(prefix + path, generative_route(stream_failure))
         app.router.add_get(prefix + "/models", list_models)
         app.router.add_get(prefix + "/models/{name}", get_model)
 

@@ -1,0 +1,132 @@
+"""How a stream of each OpenAI API ends when it fails after its first bytes were sent.
+
+The HTTP route writes the frames a graph produces without knowing their API; when the graph fails
+mid-stream (a calculator raises, the run errors), the headers are out and the status cannot say
+so: the stream itself must end the way that API's clients expect. Each API has its own
+`StreamFailure`, which the route table picks by path (the path names the API) and which sees every
+chunk the route sends:
+
+- chat completions and completions: one `data: {"error": {...}}` frame, then `data: [DONE]`
+  (`ChatStreamFailure`; the openai SDK raises the error).
+- Responses: a `response.failed` event and no `[DONE]` (Responses streams never use it)
+  (`ResponsesStreamFailure`). Its Response is the one `response.created` announced (id,
+  created_at, model, echoed request fields) with status "failed", an `error` {code, message} and
+  the output items completed so far; it is numbered after the last event sent. A stream whose
+  Response already ended (completed, incomplete or failed) gets nothing more.
+
+An engine failure during a generation does not get here: HttpLLMCalculator ends its stream with
+the same frames from its own state (responses_stream.ResponsesStream.fail) and the run succeeds.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol
+
+from servables.openai.responses import SSE_DONE, error_body, sse_frame
+from servables.openai.responses_output import ResponseEnvelope, response_object, sse_event
+
+__all__ = ["ChatStreamFailure", "ResponsesStreamFailure", "StreamFailure", "responses_error_code"]
+
+
+class StreamFailure(Protocol):
+    """Sees what a stream sent; renders the frames that end it when it fails."""
+
+    def sent(self, chunk: bytes) -> None:
+        """`chunk` went to the client."""
+
+    def frames(self, message: str, error_type: str, param: str | None, code: str | None) -> bytes:
+        """The last frames of the failed stream (OpenAI's error fields, as a status would say)."""
+
+
+class ChatStreamFailure:
+    """chat/completions and completions: the error object as a frame, then `[DONE]`."""
+
+    def __init__(self, model: str = "") -> None:
+        del model  # the error frame names no model
+
+    def sent(self, chunk: bytes) -> None:
+        pass
+
+    def frames(self, message: str, error_type: str, param: str | None, code: str | None) -> bytes:
+        return sse_frame(error_body(message, error_type, param, code)) + SSE_DONE
+
+
+def responses_error_code(error_type: str) -> str:
+    """A ResponseErrorCode for an error of OpenAI's `error_type` (the codes are a closed set)."""
+    return "invalid_prompt" if error_type == "invalid_request_error" else "server_error"
+
+
+# Events that end a Response: after one of them the stream has nothing more to say.
+_FINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+# The request fields a Response must repeat, as OpenAI's defaults: for the Response of a stream
+# that announced none (a custom graph's), whose request the route does not parse.
+_DEFAULT_ECHO: dict[str, Any] = {
+    "instructions": None,
+    "parallel_tool_calls": True,
+    "temperature": None,
+    "top_p": None,
+    "tool_choice": "auto",
+    "tools": [],
+    "metadata": {},
+}
+
+
+class ResponsesStreamFailure:
+    """Responses: `response.failed` for the Response the stream announced; see the module doc."""
+
+    def __init__(self, model: str = "") -> None:
+        self.model = model
+        self.response: dict[str, Any] | None = None  # as response.created announced it
+        self.items: list[dict[str, Any]] = []  # output items completed so far
+        self.sequence = -1  # the last sequence_number sent
+        self.ended = False
+        self._pending = b""  # a frame cut between two chunks
+
+    def sent(self, chunk: bytes) -> None:
+        *frames, self._pending = (self._pending + chunk).split(b"\n\n")
+        for frame in frames:
+            for line in frame.split(b"\n"):
+                if line.startswith(b"data:"):
+                    self._seen(line[len(b"data:") :])
+
+    def _seen(self, data: bytes) -> None:
+        try:
+            event = json.loads(data)
+        except ValueError:
+            return  # not an event of ours: nothing to learn from it
+        if not isinstance(event, dict):
+            return
+        number = event.get("sequence_number")
+        if isinstance(number, int):
+            self.sequence = max(self.sequence, number)
+        kind = event.get("type")
+        if kind in ("response.created", "response.in_progress") and isinstance(
+            event.get("response"), dict
+        ):
+            self.response = event["response"]
+        elif kind == "response.output_item.done" and isinstance(event.get("item"), dict):
+            self.items.append(event["item"])
+        elif kind in _FINAL:
+            self.ended = True
+
+    def frames(self, message: str, error_type: str, param: str | None, code: str | None) -> bytes:
+        del param, code  # a Response's error is {code, message}, its code from a closed set
+        if self.ended:
+            return b""
+        error = {"code": responses_error_code(error_type), "message": message}
+        if self.response is not None:
+            response = {
+                **self.response,
+                "status": "failed",
+                "completed_at": None,
+                "error": error,
+                "output": list(self.items),
+            }
+        else:  # the graph sent no response.created: a Response of our own
+            response = response_object(
+                ResponseEnvelope(self.model, dict(_DEFAULT_ECHO)), "failed", self.items, error=error
+            )
+        self.ended = True
+        event = {"type": "response.failed", "sequence_number": self.sequence + 1}
+        return sse_event({**event, "response": response})
