@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-import uuid
+import secrets
 from collections.abc import Iterator
 from contextvars import ContextVar
 
@@ -34,7 +34,7 @@ def accept(incoming: str | None) -> str:
     """The client's id if it is acceptable, else a fresh one."""
     if incoming is not None and _ACCEPTABLE.fullmatch(incoming):
         return incoming
-    return uuid.uuid4().hex
+    return secrets.token_hex(16)  # as random as uuid4, without building a UUID (~4 us)
 
 
 @contextlib.contextmanager

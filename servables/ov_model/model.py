@@ -9,13 +9,22 @@ forever and the infer request would never return to the pool.
 
 Small models run on the event loop instead: handing an inference to a thread and waking the loop
 when it is done costs ~0.1-0.3 ms of CPU and latency on these machines, more than a tiny model's
-whole inference (benchmarks/kserve.py's MLP: ~0.05-0.15 ms). At load the model times a few
+whole inference (benchmarks/kserve.py's MLP: ~0.03-0.15 ms). At load the model times a few
 inferences on zeros (dynamic dimensions at 1; the first also warms the model up; CPU time, so a
 busy machine does not make the model look slow); a request then
 runs inline when that time, scaled by its input size, is below INLINE_MAX_SECONDS, and while the
 inline runs themselves stay fast. Everything else goes to the threads, so the loop is never held
 much longer than that. (Timing on the threads instead would not work: there the measured time
 includes waiting for the GIL and for the other threads, which grows with the load.)
+
+Inline runs are serial (one event loop), so when the server chose the threading layout itself (CPU,
+no threading property in plugin_config) a small model gets a second compilation for them: one
+stream of one thread, whose synchronous inference runs on the calling thread. With throughput
+streams every synchronous inference is handed to a stream's thread and waited for; on the MLP
+that costs ~75 us per inference against ~30 us on the caller's thread. The inline infer request
+owns its input tensors and each request's inputs are copied into them (a few hundred bytes to a
+few KiB: cheaper than wrapping and setting a new tensor, ~15 us, and read-only request bytes need
+no extra copy).
 
 Inputs are checked against the model's inputs (name, element type, shape) with messages that name
 the input. They reach OpenVINO as tensors set on the infer request, not through its Python input
@@ -31,7 +40,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +63,8 @@ CALIBRATION_RUNS = 20
 # margin keeps that from counting, and single slow runs do not count either.
 INLINE_WINDOW = 16
 INLINE_SLOW_FACTOR = 10
+# The inline compilation of a small model: one stream, one thread (module docstring).
+INLINE_PROPERTIES = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": 1}
 
 _core_lock = threading.Lock()
 _core: Any = None
@@ -79,9 +90,12 @@ class TensorSpec:
     shape: tuple[int, ...]
 
     def accepts_shape(self, shape: Sequence[int]) -> bool:
-        return len(shape) == len(self.shape) and all(
-            want in (-1, got) for want, got in zip(self.shape, shape, strict=True)
-        )
+        if len(shape) != len(self.shape):
+            return False
+        for want, got in zip(self.shape, shape, strict=True):
+            if want != got and want != -1:
+                return False
+        return True
 
 
 def _spec(port: Any) -> TensorSpec:
@@ -170,9 +184,13 @@ class OpenVINOModel:
         self.outputs: list[TensorSpec] = []
         self.nireq = 0
         self._compiled: Any = None
+        # The single-threaded compilation for inline runs of a small model (module docstring).
+        self._inline_compiled: Any = None
+        self._inline_slot: InlineSlot | None = None
         self._pool: asyncio.Queue[InferSlot] | None = None
         self._threads: ThreadPoolExecutor | None = None
         self._output_names: list[str] = []
+        self._input_specs: dict[str, TensorSpec] = {}
         # One inference's time and input size at load; whether recent inline runs were slow.
         self._inline_seconds = float("inf")
         self._inline_bytes = 1
@@ -195,9 +213,23 @@ class OpenVINOModel:
         self.inputs = [_spec(port) for port in compiled.inputs]
         self.outputs = [_spec(port) for port in compiled.outputs]
         self._output_names = [spec.name for spec in self.outputs]
+        self._input_specs = {spec.name: spec for spec in self.inputs}
         optimal = compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")
         self.nireq = self.nireq_setting if self.nireq_setting > 0 else max(1, int(optimal))
-        self._calibrate()
+        self._calibrate(compiled)
+        if self._inline_seconds < INLINE_MAX_SECONDS and self._server_chose_threading():
+            try:
+                inline = core().compile_model(
+                    model, self.device, {**self.properties, **INLINE_PROPERTIES}
+                )
+            except RuntimeError as error:
+                logger.debug("%s: no single-threaded compilation (%s)", self.name, error)
+            else:
+                self._inline_compiled = inline
+                self._calibrate(inline)
+
+    def _server_chose_threading(self) -> bool:
+        return self.device.upper() == "CPU" and not THREADING_PROPERTIES & set(self.properties)
 
     def _reshape(self, model: Any) -> None:
         if self.shape == "auto":
@@ -234,9 +266,11 @@ class OpenVINOModel:
         for _ in range(self.nireq):
             self._pool.put_nowait(InferSlot(self._compiled.create_infer_request()))
         self._threads = ThreadPoolExecutor(self.nireq, thread_name_prefix=f"infer-{self.name}")
+        if self._inline_compiled is not None:
+            self._inline_slot = InlineSlot(self._inline_compiled.create_infer_request())
 
     def check_inputs(self, inputs: Mapping[str, np.ndarray[Any, Any]]) -> None:
-        expected = {spec.name: spec for spec in self.inputs}
+        expected = self._input_specs
         for name in inputs:
             if name not in expected:
                 raise InvalidRequest(
@@ -260,17 +294,17 @@ class OpenVINOModel:
                     param=name,
                 )
 
-    def _calibrate(self) -> None:
+    def _calibrate(self, compiled: Any) -> None:
         """Time inferences on zeros (see the module docstring); no inlining if they fail."""
         import openvino
 
         try:
             inputs = {}
-            for port in self._compiled.inputs:
+            for port in compiled.inputs:
                 dims = port.get_partial_shape()
                 shape = [1 if dim.is_dynamic else dim.get_length() for dim in dims]
                 inputs[port.get_any_name()] = openvino.Tensor(port.get_element_type(), shape)
-            request = self._compiled.create_infer_request()
+            request = compiled.create_infer_request()
             times = []
             for _ in range(CALIBRATION_RUNS + 1):
                 # CPU time of the process, not wall time: on a busy machine the runs wait for a
@@ -322,26 +356,29 @@ class OpenVINOModel:
         """Run one inference; returns the requested outputs (all by default) as numpy arrays."""
         self.check_inputs(inputs)
         names = self._output_names
-        wanted = list(outputs) if outputs else names
-        for name in wanted:
-            if name not in names:
-                raise InvalidRequest(
-                    f"Unexpected output: {name}; {self.name} produces " + ", ".join(names),
-                    param=name,
-                )
+        wanted = names
+        if outputs:
+            wanted = list(outputs)
+            for name in wanted:
+                if name not in names:
+                    raise InvalidRequest(
+                        f"Unexpected output: {name}; {self.name} produces " + ", ".join(names),
+                        param=name,
+                    )
         pool, threads = self._pool, self._threads
         assert pool is not None and threads is not None, "start() was not called"
-        slot = await pool.get()
         input_bytes = sum(array.nbytes for array in inputs.values())
-        if self._run_inline(input_bytes):
+        inline = self._run_inline(input_bytes)
+        own = self._inline_slot
+        if inline and own is not None and own.lock.acquire(blocking=False):
             try:
-                started = time.perf_counter()
-                results = _infer(slot, inputs, wanted)
-                self._inline_ran(time.perf_counter() - started)
-                return results
-            except RuntimeError as error:
-                logger.error("%s: inference failed: %s", self.name, error)
-                raise ServableError(f"{self.name}: inference failed: {error}") from error
+                return self._infer_inline(own, _infer_copying, inputs, wanted)
+            finally:
+                own.lock.release()
+        slot = await pool.get()
+        if inline:
+            try:
+                return self._infer_inline(slot, _infer, inputs, wanted)
             finally:
                 pool.put_nowait(slot)
         job = asyncio.get_running_loop().run_in_executor(
@@ -361,6 +398,22 @@ class OpenVINOModel:
             logger.error("%s: inference failed: %s", self.name, error)
             raise ServableError(f"{self.name}: inference failed: {error}") from error
 
+    def _infer_inline(
+        self,
+        slot: InferSlot,
+        run: Callable[[InferSlot, Mapping[str, Any], list[str]], dict[str, Any]],
+        inputs: Mapping[str, Any],
+        wanted: list[str],
+    ) -> dict[str, Any]:
+        try:
+            started = time.perf_counter()
+            results = run(slot, inputs, wanted)
+            self._inline_ran(time.perf_counter() - started)
+            return results
+        except RuntimeError as error:
+            logger.error("%s: inference failed: %s", self.name, error)
+            raise ServableError(f"{self.name}: inference failed: {error}") from error
+
 
 class InferSlot:
     """An infer request and the input tensors set on it.
@@ -375,6 +428,18 @@ class InferSlot:
     def __init__(self, request: Any) -> None:
         self.request = request
         self.inputs: dict[str, Any] = {}
+
+
+class InlineSlot(InferSlot):
+    """The inline infer request: it owns its input tensors (`arrays`: their memory, which each
+    request's inputs are copied into), and a lock in case two threads ever call one model."""
+
+    __slots__ = ("arrays", "lock")
+
+    def __init__(self, request: Any) -> None:
+        super().__init__(request)
+        self.arrays: dict[str, np.ndarray[Any, Any]] = {}
+        self.lock = threading.Lock()
 
 
 def _input_tensor(array: np.ndarray[Any, Any]) -> Any:
@@ -405,5 +470,31 @@ def _infer(slot: InferSlot, inputs: Mapping[str, Any], outputs: list[str]) -> di
             tensor = _input_tensor(array)
             request.set_tensor(name, tensor)
             slot.inputs[name] = tensor  # after set_tensor: the old one is no longer used
+    request.infer(dispatched or None, share_inputs=True)
+    return {name: _output_array(request.get_tensor(name)) for name in outputs}
+
+
+def _infer_copying(
+    slot: InferSlot, inputs: Mapping[str, Any], outputs: list[str]
+) -> dict[str, Any]:
+    """`_infer` for the inline slot: inputs are copied into tensors the slot owns, a new one set
+    only when an input's shape or type changes."""
+    import openvino
+
+    assert isinstance(slot, InlineSlot)
+    request = slot.request
+    dispatched = {}
+    for name, array in inputs.items():
+        if array.dtype.kind in "OSU":
+            dispatched[name] = array
+            continue
+        own = slot.arrays.get(name)
+        if own is None or own.shape != array.shape or own.dtype != array.dtype:
+            own = np.empty(array.shape, array.dtype.newbyteorder("="))
+            tensor = openvino.Tensor(own, shared_memory=True)
+            request.set_tensor(name, tensor)
+            slot.inputs[name] = tensor
+            slot.arrays[name] = own
+        np.copyto(own, array)
     request.infer(dispatched or None, share_inputs=True)
     return {name: _output_array(request.get_tensor(name)) for name in outputs}

@@ -181,7 +181,7 @@ class VersionedModel:
 
     @property
     def available(self) -> bool:
-        return bool(self.available_versions())
+        return any(v.state is VersionState.AVAILABLE for v in self.versions.values())
 
     def on_disk(self) -> list[int]:
         base = self.config.base_path
@@ -275,10 +275,13 @@ class VersionedModel:
     def get(self, version: int | None = None) -> OpenVINOModel:
         """The version asked for, or the highest loaded one."""
         if version is None:
-            numbers = self.available_versions()
-            if not numbers:
+            latest = max(
+                (n for n, v in self.versions.items() if v.state is VersionState.AVAILABLE),
+                default=None,
+            )
+            if latest is None:
                 raise ServableNotReady(f"Model {self.name} has no version available")
-            version = numbers[-1]
+            version = latest
         entry = self.versions.get(version)
         if entry is None or entry.state is VersionState.END:
             raise ModelNotFound(f"Model {self.name} version {version} is not found")

@@ -201,34 +201,38 @@ def set_parameter(target: Any, value: Any) -> None:
 
 def request_from_grpc(message: Any) -> InferRequest:
     inputs: list[InferTensor] = []
-    raw_contents = list(message.raw_input_contents)
-    if raw_contents and len(raw_contents) != len(message.inputs):
+    declared = message.inputs
+    raw_contents = message.raw_input_contents
+    if raw_contents and len(raw_contents) != len(declared):
         raise InvalidRequest(
-            f"raw_input_contents has {len(raw_contents)} entries for {len(message.inputs)} inputs"
+            f"raw_input_contents has {len(raw_contents)} entries for {len(declared)} inputs"
         )
-    for index, tensor in enumerate(message.inputs):
-        shape = list(tensor.shape)
+    for index, tensor in enumerate(declared):
+        name, datatype, shape = tensor.name, tensor.datatype, list(tensor.shape)
         if raw_contents:
-            data = array_from_raw(raw_contents[index], tensor.datatype, shape, tensor.name)
+            data = array_from_raw(raw_contents[index], datatype, shape, name)
         else:
-            field_name = CONTENTS_FIELD.get(tensor.datatype)
+            field_name = CONTENTS_FIELD.get(datatype)
             if field_name is None:
                 raise InvalidRequest(
-                    f"Input {tensor.name} of datatype {tensor.datatype} needs raw_input_contents",
-                    param=tensor.name,
+                    f"Input {name} of datatype {datatype} needs raw_input_contents", param=name
                 )
             values = list(getattr(tensor.contents, field_name))
-            data = array_from_values(values, tensor.datatype, shape, tensor.name)
-        parameters = {k: parameter_value(v) for k, v in tensor.parameters.items()}
-        inputs.append(InferTensor(tensor.name, tensor.datatype, shape, data, parameters))
+            data = array_from_values(values, datatype, shape, name)
+        inputs.append(InferTensor(name, datatype, shape, data, _parameters(tensor.parameters)))
     return InferRequest(
-        model=message.model_name,
-        version=message.model_version,
-        id=message.id,
-        inputs=inputs,
-        outputs=[output.name for output in message.outputs],
-        parameters={k: parameter_value(v) for k, v in message.parameters.items()},
+        message.model_name,
+        message.model_version,
+        message.id,
+        inputs,
+        [output.name for output in message.outputs] if message.outputs else [],
+        _parameters(message.parameters),
     )
+
+
+def _parameters(given: Any) -> dict[str, Any]:
+    """A protobuf parameters map as a dict (most requests have none: skip the loop)."""
+    return {k: parameter_value(v) for k, v in given.items()} if given else {}
 
 
 def response_to_grpc(response: InferResponse) -> Any:

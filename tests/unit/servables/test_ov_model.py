@@ -293,8 +293,9 @@ async def test_inline_inferences_that_turn_out_slow_move_to_threads(tmp_path: Pa
 
 
 async def test_inputs_are_shared_with_openvino_and_outputs_copied_once(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(model_module, "INLINE_MAX_SECONDS", 0.0)  # the threads' infer requests
     save_scale_model(tmp_path, 2.0)
     model = loaded(tmp_path, nireq=1)
     writable = np.ones((2, 3), np.float32)
@@ -313,3 +314,47 @@ async def test_inputs_are_shared_with_openvino_and_outputs_copied_once(
     read_only = np.frombuffer(np.full((2, 3), 3.0, np.float32).tobytes(), np.float32)
     result = (await model.infer({"x": read_only.reshape(2, 3)}))["y"]
     assert result.tolist() == [[6.0] * 3] * 2
+
+
+async def test_a_small_model_runs_inline_on_a_single_threaded_compilation(
+    tmp_path: Path,
+) -> None:
+    save_scale_model(tmp_path, 2.0)
+    model = loaded(tmp_path)
+    assert model._inline_compiled is not None
+    assert int(model._inline_compiled.get_property("INFERENCE_NUM_THREADS")) == 1
+    own = model._inline_slot
+    assert own is not None
+    executor = RefusingExecutor()
+    model._threads = executor
+
+    caller = np.ones((2, 3), np.float32)
+    result = (await model.infer({"x": caller}))["y"]
+    assert result.tolist() == [[2.0] * 3] * 2
+    # Copied into the slot's own tensor: the caller's array is never aliased by OpenVINO.
+    assert not np.shares_memory(own.request.get_tensor("x").data, caller)
+    caller[:] = 9.0
+    result[:] = 0.0  # and the result is the caller's own copy
+    assert own.request.get_tensor("y").data.tolist() == [[2.0] * 3] * 2
+    # Read-only request bytes, then a new shape: each answered right on the same slot.
+    read_only = np.frombuffer(np.full((2, 3), 3.0, np.float32).tobytes(), np.float32)
+    assert (await model.infer({"x": read_only.reshape(2, 3)}))["y"].tolist() == [[6.0] * 3] * 2
+    bigger = np.arange(15, dtype=np.float32).reshape(5, 3)
+    np.testing.assert_array_equal((await model.infer({"x": bigger}))["y"], bigger * 2)
+    assert executor.jobs == 0
+    # Should another thread hold the inline slot, a request takes a pooled infer request instead.
+    with own.lock:
+        np.testing.assert_array_equal((await model.infer({"x": bigger}))["y"], bigger * 2)
+    assert executor.jobs == 0
+
+
+async def test_plugin_config_threading_is_kept_for_inline_runs(tmp_path: Path) -> None:
+    """A user who set how the model uses threads gets exactly that: no second compilation."""
+    save_scale_model(tmp_path, 2.0)
+    model = loaded(tmp_path, properties={"NUM_STREAMS": 2})
+    assert model._inline_compiled is None and model._inline_slot is None
+    executor = RefusingExecutor()
+    model._threads = executor
+    assert (await model.infer({"x": np.ones((1, 3), np.float32)}))["y"].tolist() == [[2.0] * 3]
+    assert executor.jobs == 0  # still inline, on a pooled infer request
+
