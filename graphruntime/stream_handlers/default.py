@@ -36,6 +36,7 @@ class DefaultInputStreamHandler(InputStreamHandler):
             if len(self.streams) == 1 and not self.process_timestamp_bounds
             else None
         )
+        self.fifo = self._single
 
     @classmethod
     def config_problems(cls, tag_map: TagMap, options: Message | None) -> list[str]:
