@@ -87,6 +87,7 @@ class NodeRuntime(Throttled):
         "close_mode",
         "context",
         "executor",
+        "fifo",
         "free_contexts",
         "handler",
         "in_flight",
@@ -130,6 +131,9 @@ class NodeRuntime(Throttled):
             self.process_mode = ASYNC if spec.calculator.blocking is False else THREAD
         # process() runs right inside the pump (see GraphRun._step's fast path).
         self.inline = self.process_mode in (INLINE, SKIP) and spec.max_in_flight == 1
+        # An inline node whose handler is a FIFO over one queue (set with the handler): the
+        # pump pops that queue itself (GraphRun._step_fifo).
+        self.fifo: InputStream | None = None
 
     @property
     def is_source(self) -> bool:

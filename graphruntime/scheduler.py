@@ -16,7 +16,7 @@ worker threads are waited for), every opened node is closed with the error visib
 Per-node state lives in node_runtime.py and throttling in flow_control.py. What is left here is
 one state machine (GraphRun) whose fields the per-packet path reads on every node hop; it stays
 one class, and so one module above 400 lines, so that path is plain attribute access (a hop costs
-~2 us, benchmarks/graph_passthrough.py).
+~1.2 us of CPU, benchmarks/graph_passthrough.py).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ from graphruntime.packet import Packet
 from graphruntime.services import GraphService
 from graphruntime.stream_handlers import NOT_READY, READY_FOR_CLOSE
 from graphruntime.streams import InputStream, OutputStream
-from graphruntime.timestamp import DONE, MAX, MIN, UNSET, UNSTARTED
+from graphruntime.timestamp import DONE, MAX, MIN, ONE_OVER_POSTSTREAM, UNSET, UNSTARTED
 from graphruntime.validation import ValidatedGraph
 
 logger = logging.getLogger(__name__)
@@ -173,6 +173,8 @@ class GraphRun:
                 node.handler = spec.handler(
                     node.inputs, spec.inputs, spec.handler_options, spec.process_timestamp_bounds
                 )
+                if node.inline:
+                    node.fifo = node.handler.fifo
 
     # ----------------------------------------------------------------------------------- setup
 
@@ -377,10 +379,14 @@ class GraphRun:
         step = self._step
         deadline = time.perf_counter() + PUMP_SLICE_SECONDS
         count = 0
+        step_fifo = self._step_fifo
         while heap and not self.halted:
             node = by_rank[heappop(heap)]
             node.queued = False
-            step(node)
+            if node.fifo is None:
+                step(node)
+            else:
+                step_fifo(node)
             count += 1
             if count & 31 == 0 and time.perf_counter() > deadline:
                 break
@@ -437,9 +443,9 @@ class GraphRun:
             return
         # The fast path for a cheap synchronous process(), the common node: `_invoke` and
         # `_processed` inlined, and no second trip through the ready queue just to learn that
-        # nothing else is ready. On a 10-node chain of PassThroughCalculators this takes a node
+        # nothing else is ready. On a 10-node chain of PassThroughCalculators this took a node
         # hop from ~3.2 to ~2 us (benchmarks/graph_passthrough.py); the order in which nodes
-        # run is unchanged.
+        # run is unchanged. One-input nodes with the default handler go further, in _step_fifo.
         calculator = node.calculator
         assert calculator is not None
         try:
@@ -466,6 +472,57 @@ class GraphRun:
             self.schedule(node)
         elif offset is not None and quiet + offset > bound:  # else the bounds are there already
             node.propagate_offset(quiet)
+
+    def _step_fifo(self, node: NodeRuntime) -> None:
+        """`_step` for an inline node whose handler is a FIFO over one queue (`node.fifo`).
+
+        The same outcome as `_step`'s fast path with `handler.take` and `handler.quiet_bound`
+        done here on the queue: on a chain of PassThroughCalculators those calls were a fifth
+        of a node hop (benchmarks/graph_passthrough.py).
+        """
+        stream = node.fifo
+        assert stream is not None
+        queue = stream.queue
+        if node.state != OPEN:
+            return
+        if not queue or self.observer is not None:
+            if queue or stream.bound >= ONE_OVER_POSTSTREAM:
+                self._step(node)  # observed, or ready for close
+            elif node.offset is not None:
+                node.propagate_offset(stream.bound)
+            return
+        # InputStream.pop_head; the stream's bound is past the head already (OutputStream.add).
+        packet = queue.popleft()
+        if stream.full and len(queue) < stream.max_size:
+            stream.full = False
+            stream.on_full_change(stream, False)
+        context = node.context
+        assert context is not None
+        context.inputs._packets[0] = packet
+        timestamp = packet._timestamp
+        context._input_timestamp = timestamp
+        calculator = node.calculator
+        assert calculator is not None
+        try:
+            calculator.process(context)
+        except Exception as error:
+            self._process_failed(node, error)
+            return
+        offset = node.offset
+        bound = UNSET
+        if offset is not None:  # _raise_offset_bound
+            bound = (
+                timestamp + 1 + offset
+                if MIN <= timestamp < MAX
+                else offset_bound(timestamp, offset)
+            )
+            for output in node.outputs:
+                if bound > output.bound:
+                    output.raise_bound(bound)
+        if queue or self.halted or stream.bound >= ONE_OVER_POSTSTREAM:
+            self.schedule(node)
+        elif offset is not None and stream.bound + offset > bound:
+            node.propagate_offset(stream.bound)
 
     def _source_turn(self, node: NodeRuntime) -> bool:
         layer = min(source.spec.source_layer for source in self.active_sources)

@@ -33,6 +33,11 @@ class InputStreamHandler:
     """Base class; subclasses register under their class name (see `registry`)."""
 
     options_type: ClassVar[type[Message] | None] = None
+    # Set by a handler whose input sets are exactly the packets of this one queue, head first:
+    # ready when it holds a packet, ready for close when it is empty and done, never ready on a
+    # bound alone. The scheduler then pops the queue itself (GraphRun._step_fifo), which saves
+    # the handler calls on every packet of the common single-input node.
+    fifo: InputStream | None = None
 
     def __init__(
         self,

@@ -36,6 +36,8 @@ class DefaultInputStreamHandler(InputStreamHandler):
             if len(self.streams) == 1 and not self.process_timestamp_bounds
             else None
         )
+        # A FIFO by this class's own rules only: a subclass may change what is ready.
+        self.fifo = self._single if type(self) is DefaultInputStreamHandler else None
 
     @classmethod
     def config_problems(cls, tag_map: TagMap, options: Message | None) -> list[str]:

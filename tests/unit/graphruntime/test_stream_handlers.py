@@ -13,6 +13,9 @@ from graphruntime import (
     Packet,
     register_calculator,
 )
+from graphruntime.stream_handlers import DefaultInputStreamHandler
+from graphruntime.streams import InputStream
+from graphruntime.tags import TagMap
 from graphruntime.timestamp import DONE
 
 Call = tuple[Any, ...]
@@ -340,3 +343,17 @@ async def test_mux_forwards_the_selected_input_and_drops_the_rest() -> None:
     assert out == [("b1", 1), ("a3", 3)]
     graph.close_all_packet_sources()
     await graph.wait_until_done()
+
+
+def test_only_the_default_handler_itself_lets_the_pump_pop_its_queue() -> None:
+    """GraphRun._step_fifo bypasses the handler's calls: a subclass keeps them."""
+
+    class Custom(DefaultInputStreamHandler):
+        def readiness(self) -> int:
+            return super().readiness()
+
+    stream = InputStream("in", None, 0, False, lambda *_: None)  # type: ignore[arg-type]
+    tags = TagMap.from_specs(["in"])
+    assert DefaultInputStreamHandler([stream], tags, None, False).fifo is stream
+    assert DefaultInputStreamHandler([stream], tags, None, True).fifo is None
+    assert Custom([stream], tags, None, False).fifo is None

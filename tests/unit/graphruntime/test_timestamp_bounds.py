@@ -225,3 +225,72 @@ async def test_output_bound_is_visible_to_the_calculator() -> None:
     graph.close_input_stream("in")
     await graph.wait_until_done()
     assert bounds[1:] == [6, DONE]
+
+
+class WatchNothing:
+    """A GraphObserver whose runs ignore every event. Attaching one sends every node call
+    through the scheduler's general path (the handler's take(), then _invoke) instead of the
+    path that pops a one-input node's queue right in the pump (GraphRun._step_fifo)."""
+
+    def run_started(self, run: Any) -> Any:
+        class Ignore:
+            def process(self, *args: Any) -> None: ...
+            def lifecycle(self, *args: Any) -> None: ...
+            def packet(self, *args: Any) -> None: ...
+            def finished(self, *args: Any) -> None: ...
+
+        return Ignore()
+
+
+async def run_filtered_chain(observed: bool) -> tuple[list[Call], list[tuple[Any, int]]]:
+    """in -> EvenOnlyWithOffset -> PassThrough -> Pair(in, ...), with bounds observed."""
+    log: list[Call] = []
+    seen: list[tuple[Any, int]] = []
+    graph = Graph(
+        """
+        input_stream: "in"
+        node { calculator: "TestBoundsEvenOnlyWithOffsetCalculator" input_stream: "in"
+               output_stream: "even" }
+        node { calculator: "PassThroughCalculator" input_stream: "even" output_stream: "copy" }
+        node {
+          calculator: "TestBoundsPairCalculator"
+          input_stream: "LEFT:in"
+          input_stream: "RIGHT:copy"
+          input_side_packet: "LOG:log"
+        }
+        """,
+        observers=[WatchNothing()] if observed else [],
+    )
+    graph.observe_output_stream(
+        "copy",
+        lambda _, p: seen.append((None if p.is_empty() else p.payload, int(p.timestamp))),
+        observe_timestamp_bounds=True,
+    )
+    await graph.start_run({"log": log})
+    # A bound raised behind queued packets (the node passes it on after its last packet)...
+    await graph.add_packet("in", Packet(2, 0))
+    await graph.add_packet("in", Packet(1, 1))
+    graph.set_input_stream_timestamp_bound("in", 5)
+    await graph.wait_until_idle()
+    await graph.add_packet("in", Packet(3, 5))
+    await graph.wait_until_idle()
+    # ...and one raised on an empty queue (passed on without a call).
+    graph.set_input_stream_timestamp_bound("in", 8)
+    await graph.wait_until_idle()
+    await graph.add_packet("in", Packet(4, 8))
+    graph.close_all_packet_sources()
+    await graph.wait_until_done()
+    return log, seen
+
+
+async def test_one_input_nodes_run_from_their_queue_as_through_their_handler() -> None:
+    import calculators.core.pass_through  # noqa: F401  (registers PassThroughCalculator)
+
+    log, seen = await run_filtered_chain(observed=False)
+    general_log, general_seen = await run_filtered_chain(observed=True)
+    assert log == general_log == [(0, (2, 2)), (1, (1, None)), (5, (3, None)), (8, (4, 4))]
+    # Dropped packets and raised input bounds reach the end of the chain as bounds. The general
+    # path also reports bound 2 (settling 1), which bound 5 overtakes before PassThrough runs
+    # on the queue path: a bound may be passed on late, as when MediaPipe's threads race.
+    assert seen == [(2, 0), (None, 4), (None, 5), (None, 7), (4, 8)]
+    assert general_seen == [(2, 0), (None, 1), *seen[1:]]
