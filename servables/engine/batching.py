@@ -62,6 +62,7 @@ from servables.engine.pipeline import (
     image_tensors,
     vlm_prompt_tokens,
 )
+from servables.engine.refill import RefillWindow
 
 logger = logging.getLogger("graphrt.engine")
 
@@ -130,18 +131,17 @@ class ContinuousBatchingLoop:
         # Steps still to run once idle: an aborted request's KV blocks are freed by the next
         # step, and the engine's metrics show it only one step after that.
         self.settle_steps = 0
+        # After a step that finished requests: how long to wait for new ones, and for how many.
+        self.refill = RefillWindow()
+        self.refill_wait = 0.0
+        self.refill_expected = 0
 
     def run(self) -> None:
         outbox = Outbox()
         while True:
             busy = bool(self.live) or self.settle_steps > 0 or bool(self.deferred)
-            timeout: float | None = 0 if busy else None
-            while self.commands.poll(timeout):
-                message = receive_command(self.commands)
-                if isinstance(message, Shutdown):
-                    return
-                self.handle(message, outbox)
-                timeout = 0
+            if not self.receive(outbox, block=not busy):
+                return
             self.admit_deferred(outbox)
             if not (self.live or self.settle_steps):
                 if outbox.failures:
@@ -157,7 +157,10 @@ class ContinuousBatchingLoop:
                 logger.exception("engine step failed")
                 self.events.send(EngineFailed(f"engine step failed: {engine_message(error)}"))
                 return
-            self.collect(outbox)
+            finished = self.collect(outbox)
+            if self.live:
+                self.refill_wait = self.refill.seconds(finished, time.perf_counter() - started)
+                self.refill_expected = finished
             # A trial request gone without output (aborted, or ignored): no longer on trial,
             # now that a step has run without it breaking.
             for request_id in [r for r in self.unproven if r not in self.live]:
@@ -167,6 +170,38 @@ class ContinuousBatchingLoop:
             else:
                 self.settle_steps -= 1
             self.flush(outbox, time.perf_counter() - started)
+
+    def receive(self, outbox: Outbox, block: bool) -> bool:
+        """Handle the commands waiting on the pipe (`block`: idle, wait for the first one),
+        then, after a step that finished requests, wait for their successors a little (see
+        servables.engine.refill). False on Shutdown."""
+        wait, expected = self.refill_wait, self.refill_expected
+        self.refill_wait, self.refill_expected = 0.0, 0
+        deadline = time.perf_counter() + wait
+        arrived = 0
+        timeout: float | None = None if block else 0
+        while True:
+            if not self.commands.poll(timeout):
+                remaining = deadline - time.perf_counter()
+                if arrived >= expected or remaining <= 0 or not self.commands.poll(remaining):
+                    break
+            message = receive_command(self.commands)
+            if isinstance(message, Shutdown):
+                return False
+            arrived += isinstance(message, AddRequest)
+            self.handle(message, outbox)
+            timeout = 0
+        if wait > 0:
+            self.refill.waited(arrived)
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug(
+                    "refill window: %d of %d new request(s) in %.1f ms (window %.1f ms)",
+                    arrived,
+                    expected,
+                    (time.perf_counter() - deadline + wait) * 1e3,
+                    wait * 1e3,
+                )
+        return True
 
     def flush(self, outbox: Outbox, step_seconds: float) -> None:
         metrics = self.pipeline.get_metrics()
@@ -328,8 +363,10 @@ class ContinuousBatchingLoop:
             )
         )
 
-    def collect(self, outbox: Outbox) -> None:
+    def collect(self, outbox: Outbox) -> int:
+        """Read what the step produced; returns how many requests finished."""
         status = self.status
+        finished = 0
         for request_id, live in list(self.live.items()):
             handle = live.handle
             state = handle.get_status()
@@ -350,6 +387,7 @@ class ContinuousBatchingLoop:
                             )
                         )
                     del self.live[request_id]
+                    finished += 1
                 elif state == status.IGNORED:
                     self._ignored(live, outbox)
                 continue
@@ -378,10 +416,12 @@ class ContinuousBatchingLoop:
                         SequenceDelta(request_id, 0, [], [], "stop", live.prompt_tokens)
                     )
                 del self.live[request_id]
+                finished += 1
             elif state == status.IGNORED:
                 self._ignored(live, outbox)
             elif state in (status.STOP, status.CANCEL):
                 del self.live[request_id]
+        return finished
 
     def _ignored(self, live: _Live, outbox: Outbox) -> None:
         outbox.failures.append(
