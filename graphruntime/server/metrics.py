@@ -149,7 +149,7 @@ class RequestRecord:
         self.labels = labels
         self.available = available
         self.succeeded = False
-        self._children: tuple[Any, Any, Any, Any] | None = None
+        self._children = metrics.children(labels[1], labels[3])
         self._started = 0.0
 
     def responded(self) -> None:
@@ -162,7 +162,7 @@ class RequestRecord:
     def __enter__(self) -> RequestRecord:
         metrics, labels = self.metrics, self.labels
         (metrics.requests_accepted if self.available else metrics.requests_rejected).inc(*labels)
-        self._children = children = metrics.children(labels[1], labels[3])
+        children = self._children
         children[0].inc()
         children[1].inc()
         self._started = time.perf_counter()
@@ -170,7 +170,7 @@ class RequestRecord:
 
     def __exit__(self, *exc_info: object) -> None:
         elapsed_us = (time.perf_counter() - self._started) * 1e6
-        current_requests, current_graphs, graph_time, request_time = self._children or ()
+        current_requests, current_graphs, graph_time, request_time = self._children
         graph_time.observe(elapsed_us)
         request_time.observe(elapsed_us)
         current_graphs.dec()

@@ -357,4 +357,3 @@ async def test_plugin_config_threading_is_kept_for_inline_runs(tmp_path: Path) -
     model._threads = executor
     assert (await model.infer({"x": np.ones((1, 3), np.float32)}))["y"].tolist() == [[2.0] * 3]
     assert executor.jobs == 0  # still inline, on a pooled infer request
-
