@@ -23,7 +23,8 @@
 As in OVMS: the request packet starts a generation; a unary request answers with one JSON body;
 a streaming request emits the SSE frames of one engine step per process() call together with a
 LOOPBACK packet, which the back edge brings back (in its own sync set) to trigger the next call.
-The last call emits the final frames and `data: [DONE]` and no LOOPBACK, which ends the cycle.
+The last call emits the final frames (and `data: [DONE]`, except on a Responses stream, which ends
+with its last event) and no LOOPBACK, which ends the cycle.
 Once streaming has started, an engine error becomes one `data: {"error": ...}` frame and `[DONE]`
 (a Responses stream: `response.failed`, and no `[DONE]`); an error of the graph's own ends the
 stream the same way at the HTTP route (servables.openai.stream_failure).
