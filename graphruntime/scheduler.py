@@ -446,24 +446,10 @@ class GraphRun:
         # nothing else is ready. On a 10-node chain of PassThroughCalculators this took a node
         # hop from ~3.2 to ~2 us (benchmarks/graph_passthrough.py); the order in which nodes
         # run is unchanged. One-input nodes with the default handler go further, in _step_fifo.
-        calculator = node.calculator
-        assert calculator is not None
-        try:
-            calculator.process(context)
-        except Exception as error:
-            self._process_failed(node, error)
+        bound = self._process_inline(node, context, timestamp)
+        if bound is None:
             return
         offset = node.offset
-        bound = UNSET
-        if offset is not None:  # _raise_offset_bound
-            bound = (
-                timestamp + 1 + offset
-                if MIN <= timestamp < MAX
-                else offset_bound(timestamp, offset)
-            )
-            for stream in node.outputs:
-                if bound > stream.bound:
-                    stream.raise_bound(bound)
         # `_processed` would schedule the node again, and its next step would find it not ready
         # and only propagate the offset bound; a handler that can tell that without side effects
         # (quiet_bound) lets that happen here instead.
@@ -472,6 +458,30 @@ class GraphRun:
             self.schedule(node)
         elif offset is not None and quiet + offset > bound:  # else the bounds are there already
             node.propagate_offset(quiet)
+
+    def _process_inline(
+        self, node: NodeRuntime, context: CalculatorContext, timestamp: int
+    ) -> int | None:
+        """The fast paths' process() call and offset bound (`_invoke` and `_raise_offset_bound`
+        inlined): the bound raised on the outputs (UNSET without an offset), or None when
+        process() failed."""
+        calculator = node.calculator
+        assert calculator is not None
+        try:
+            calculator.process(context)
+        except Exception as error:
+            self._process_failed(node, error)
+            return None
+        offset = node.offset
+        if offset is None:
+            return UNSET
+        bound = (
+            timestamp + 1 + offset if MIN <= timestamp < MAX else offset_bound(timestamp, offset)
+        )
+        for stream in node.outputs:
+            if bound > stream.bound:
+                stream.raise_bound(bound)
+        return bound
 
     def _step_fifo(self, node: NodeRuntime) -> None:
         """`_step` for an inline node whose handler is a FIFO over one queue (`node.fifo`).
@@ -501,24 +511,10 @@ class GraphRun:
         context.inputs._packets[0] = packet
         timestamp = packet._timestamp
         context._input_timestamp = timestamp
-        calculator = node.calculator
-        assert calculator is not None
-        try:
-            calculator.process(context)
-        except Exception as error:
-            self._process_failed(node, error)
+        bound = self._process_inline(node, context, timestamp)
+        if bound is None:
             return
         offset = node.offset
-        bound = UNSET
-        if offset is not None:  # _raise_offset_bound
-            bound = (
-                timestamp + 1 + offset
-                if MIN <= timestamp < MAX
-                else offset_bound(timestamp, offset)
-            )
-            for output in node.outputs:
-                if bound > output.bound:
-                    output.raise_bound(bound)
         if queue or self.halted or stream.bound >= ONE_OVER_POSTSTREAM:
             self.schedule(node)
         elif offset is not None and stream.bound + offset > bound:

@@ -106,6 +106,18 @@ class _Live:
         self.generated: list[int] = []
 
 
+def _delta(live: _Live, index: int, output: Any, reason: str | None) -> SequenceDelta:
+    """What sequence `index` of a live request produced, as sent to the frontend."""
+    return SequenceDelta(
+        live.request_id,
+        index,
+        list(output.generated_ids),
+        list(output.generated_log_probs),
+        reason,
+        live.prompt_tokens,
+    )
+
+
 class ContinuousBatchingLoop:
     def __init__(
         self,
@@ -177,7 +189,8 @@ class ContinuousBatchingLoop:
         servables.engine.refill). False on Shutdown."""
         wait, expected = self.refill_wait, self.refill_expected
         self.refill_wait, self.refill_expected = 0.0, 0
-        deadline = time.perf_counter() + wait
+        started = time.perf_counter()
+        deadline = started + wait
         arrived = 0
         timeout: float | None = None if block else 0
         while True:
@@ -198,7 +211,7 @@ class ContinuousBatchingLoop:
                     "refill window: %d of %d new request(s) in %.1f ms (window %.1f ms)",
                     arrived,
                     expected,
-                    (time.perf_counter() - deadline + wait) * 1e3,
+                    (time.perf_counter() - started) * 1e3,
                     wait * 1e3,
                 )
         return True
@@ -376,16 +389,8 @@ class ContinuousBatchingLoop:
                 if state == status.FINISHED:
                     self.compiled_grammar(request_id)
                     for index, output in enumerate(handle.read_all()):
-                        outbox.deltas.append(
-                            SequenceDelta(
-                                request_id,
-                                index,
-                                list(output.generated_ids),
-                                list(output.generated_log_probs),
-                                finish_reason(output.finish_reason) or "stop",
-                                live.prompt_tokens,
-                            )
-                        )
+                        ended = finish_reason(output.finish_reason) or "stop"
+                        outbox.deltas.append(_delta(live, index, output, ended))
                     del self.live[request_id]
                     finished += 1
                 elif state == status.IGNORED:
@@ -399,16 +404,7 @@ class ContinuousBatchingLoop:
                         live.finished.add(index)
                     if index == 0:
                         live.generated.extend(output.generated_ids)
-                    outbox.deltas.append(
-                        SequenceDelta(
-                            request_id,
-                            index,
-                            list(output.generated_ids),
-                            list(output.generated_log_probs),
-                            reason,
-                            live.prompt_tokens,
-                        )
-                    )
+                    outbox.deltas.append(_delta(live, index, output, reason))
             if state == status.FINISHED:
                 self.compiled_grammar(request_id)
                 if 0 not in live.finished:
