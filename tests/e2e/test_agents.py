@@ -138,12 +138,22 @@ def test_json_schema_streaming_matches_unary(client: openai.OpenAI, golden: Gold
     assert text == golden.chat(messages, 80, {"json_schema": json.dumps(NESTED)}).text
 
 
-def test_json_object_and_vllm_forms(client: openai.OpenAI) -> None:
+def test_json_object_and_vllm_forms(client: openai.OpenAI, golden: Golden) -> None:
     messages: Any = [COMPACT, {"role": "user", "content": "Give me an example."}]
     reply = client.chat.completions.create(
         model="smollm2", messages=messages, max_tokens=80, response_format={"type": "json_object"}
     )
-    assert isinstance(json.loads(reply.choices[0].message.content or ""), dict)
+    text = reply.choices[0].message.content or ""
+    # The engine under the same grammar writes the same text; whether the small model closes its
+    # object within 80 tokens depends on the CPU's kernels (one machine's did not), so the text
+    # parses as JSON only when it stopped by itself.
+    any_object = json.dumps({"type": "object", "additionalProperties": True})
+    assert text == golden.chat(messages, 80, {"json_schema": any_object}).text
+    assert text.startswith("{")
+    if reply.choices[0].finish_reason == "stop":
+        assert isinstance(json.loads(text), dict)
+    else:
+        assert reply.choices[0].finish_reason == "length"
     regex = client.chat.completions.create(
         model="smollm2",
         messages=ASK_WEATHER,  # type: ignore[arg-type]
