@@ -14,7 +14,6 @@ import contextlib
 import logging
 import re
 import secrets
-from collections.abc import Iterator
 from contextvars import ContextVar
 
 HEADER = "X-Request-Id"
@@ -37,16 +36,28 @@ def accept(incoming: str | None) -> str:
     return secrets.token_hex(16)  # as random as uuid4, without building a UUID (~4 us)
 
 
-@contextlib.contextmanager
-def bind(request_id: str) -> Iterator[str]:
-    """Make `request_id` the current id for the block (and tasks started inside it)."""
-    token = _current.set(request_id)
-    try:
-        yield request_id
-    finally:
+class BoundId:
+    """The context manager `bind` returns: a class rather than a generator-based one, as it is
+    entered for every request (a microsecond less)."""
+
+    __slots__ = ("_token", "request_id")
+
+    def __init__(self, request_id: str) -> None:
+        self.request_id = request_id
+
+    def __enter__(self) -> str:
+        self._token = _current.set(self.request_id)
+        return self.request_id
+
+    def __exit__(self, *exc_info: object) -> None:
         # An async generator closed from another context (garbage collection) cannot reset.
         with contextlib.suppress(ValueError):
-            _current.reset(token)
+            _current.reset(self._token)
+
+
+def bind(request_id: str) -> BoundId:
+    """Make `request_id` the current id for the block (and tasks started inside it)."""
+    return BoundId(request_id)
 
 
 def with_request_id(message: str) -> str:

@@ -22,7 +22,7 @@ from servables.errors import (
     ServableNotReady,
 )
 from servables.ov_model import model as model_module
-from servables.ov_model import versions
+from servables.ov_model import pass_batch, versions
 from servables.ov_model.model import OpenVINOModel, compile_properties, find_model_file
 from servables.ov_model.versions import (
     ModelConfig,
@@ -148,7 +148,7 @@ async def test_requests_beyond_nireq_wait_for_a_free_infer_request(tmp_path: Pat
 async def test_input_checks_name_the_input(tmp_path: Path) -> None:
     save_scale_model(tmp_path, 2.0)
     model = loaded(tmp_path)
-    cases = [
+    cases: list[tuple[dict[str, np.ndarray[Any, Any]], str]] = [
         ({"x": np.ones((1, 3), np.int32)}, "Invalid datatype of input x: got INT32, expected FP32"),
         (
             {"x": np.ones((1, 4), np.float32)},
@@ -360,3 +360,51 @@ async def test_plugin_config_threading_is_kept_for_inline_runs(tmp_path: Path) -
     model._threads = executor
     assert (await model.infer({"x": np.ones((1, 3), np.float32)}))["y"].tolist() == [[2.0] * 3]
     assert executor.jobs == 0  # still inline, on a pooled infer request
+
+
+async def test_concurrent_inline_requests_run_in_one_pass_with_their_own_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(model_module, "INLINE_MAX_SECONDS", 1.0)
+    save_scale_model(tmp_path, 2.0)
+    model = loaded(tmp_path)
+    batcher = model._batcher
+    assert batcher is not None
+    batcher.mean_size = pass_batch.QUEUE_ABOVE  # as after batches with company
+    executor = RefusingExecutor()
+    model._threads = executor
+    inputs = [np.full((1, 3), float(index), np.float32) for index in range(6)]
+    results = await asyncio.gather(*(model.infer({"x": x}) for x in inputs))
+    assert [r["y"].tolist() for r in results] == [[[2.0 * index] * 3] for index in range(6)]
+    assert executor.jobs == 0
+    assert batcher.mean_size > pass_batch.QUEUE_ABOVE  # they ran as one batch of six
+
+
+def save_two_output_model(directory: Path) -> None:
+    """y = 2x and z = x + 1, x FP32 [-1, 3]."""
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    x = ops.parameter([-1, 3], ov.Type.f32, name="x")
+    x.output(0).get_tensor().set_names({"x"})
+    y = ops.multiply(x, ops.constant(np.float32(2.0)))
+    y.output(0).get_tensor().set_names({"y"})
+    z = ops.add(x, ops.constant(np.float32(1.0)))
+    z.output(0).get_tensor().set_names({"z"})
+    ov.save_model(ov.Model([ops.result(y), ops.result(z)], [x], "two"), directory / "model.xml")
+
+
+@pytest.mark.parametrize("inline_limit", [1.0, 0.0], ids=["inline", "threads"])
+async def test_requested_outputs_come_by_name_in_the_order_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inline_limit: float
+) -> None:
+    monkeypatch.setattr(model_module, "INLINE_MAX_SECONDS", inline_limit)
+    save_two_output_model(tmp_path)
+    model = loaded(tmp_path)
+    x = np.array([[1.0, 2.0, 3.0]], np.float32)
+    both = await model.infer({"x": x})
+    assert list(both) == ["y", "z"]
+    assert both["y"].tolist() == [[2.0, 4.0, 6.0]] and both["z"].tolist() == [[2.0, 3.0, 4.0]]
+    assert (await model.infer({"x": x}, ["z"]))["z"].tolist() == [[2.0, 3.0, 4.0]]
+    reordered = await model.infer({"x": x}, ["z", "y"])
+    assert list(reordered) == ["z", "y"] and reordered["y"].tolist() == [[2.0, 4.0, 6.0]]
