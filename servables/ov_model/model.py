@@ -68,8 +68,9 @@ CALIBRATION_RUNS = 20
 # margin keeps that from counting, and single slow runs do not count either.
 INLINE_WINDOW = 16
 INLINE_SLOW_FACTOR = 10
-# The inline compilation of a small model: one stream, one thread, and no pinning (module
-# docstring: otherwise every inference moves the event loop's thread to core 0 and back).
+# The inline compilation of a small model: one stream, one thread (module docstring), and no
+# pinning: with it, the CPU plugin moves the calling thread (the event loop's) to core 0 before
+# every inference and back after, two sched_setaffinity calls and often a migration.
 INLINE_PROPERTIES = {
     "PERFORMANCE_HINT": "LATENCY",
     "INFERENCE_NUM_THREADS": 1,

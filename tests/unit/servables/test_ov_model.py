@@ -326,6 +326,7 @@ async def test_a_small_model_runs_inline_on_a_single_threaded_compilation(
     model = loaded(tmp_path)
     assert model._inline_compiled is not None
     assert int(model._inline_compiled.get_property("INFERENCE_NUM_THREADS")) == 1
+    assert not model._inline_compiled.get_property("ENABLE_CPU_PINNING")  # the loop stays put
     own = model._inline_slot
     assert own is not None
     executor = RefusingExecutor()
