@@ -7,7 +7,7 @@ so: the stream itself must end the way that API's clients expect. Each API has i
 chunk the route sends:
 
 - chat completions and completions: one `data: {"error": {...}}` frame, then `data: [DONE]`
-  (`ChatStreamFailure`; the openai SDK raises the error).
+  (`ChatStreamFailure`; the openai SDK raises the error); nothing if `[DONE]` was already sent.
 - Responses: a `response.failed` event and no `[DONE]` (Responses streams never use it)
   (`ResponsesStreamFailure`). Its Response is the one `response.created` announced (id,
   created_at, model, echoed request fields) with status "failed", an `error` {code, message} and
@@ -40,15 +40,20 @@ class StreamFailure(Protocol):
 
 
 class ChatStreamFailure:
-    """chat/completions and completions: the error object as a frame, then `[DONE]`."""
+    """chat/completions and completions: the error object as a frame, then `[DONE]`; nothing once
+    `[DONE]` went out (the client has stopped reading: a later node failed after the answer)."""
 
     def __init__(self, model: str = "") -> None:
         del model  # the error frame names no model
+        self.done = False
 
     def sent(self, chunk: bytes) -> None:
-        pass
+        if chunk.endswith(SSE_DONE):
+            self.done = True
 
     def frames(self, message: str, error_type: str, param: str | None, code: str | None) -> bytes:
+        if self.done:
+            return b""
         return sse_frame(error_body(message, error_type, param, code)) + SSE_DONE
 
 

@@ -446,7 +446,13 @@ def test_tokenize_matches_the_engines_tokenizer(server: Server, golden: Golden) 
             },
         )
         bad = http.post("/v3/tokenize", json={"model": "smollm2", "text": 5})
+        # vLLM's and OVMS's tokenize never stream: "stream" changes nothing.
+        streamed = http.post(
+            "/v3/tokenize", json={"model": "smollm2", "text": texts[0], "stream": True}
+        )
     assert single.json() == {"tokens": golden.encode(texts[0], True)}
+    assert streamed.headers["content-type"].startswith("application/json")
+    assert streamed.json() == single.json()
     assert many.json() == {"tokens": [golden.encode(text, True) for text in texts]}
     ids = golden.encode(texts[0], True)
     pad = int(golden.tokenizer.get_pad_token_id())

@@ -34,12 +34,13 @@ from servables.openai.stream_failure import (
 
 logger = logging.getLogger(__name__)
 
-# Each generative path, and how a stream of its API ends when the graph fails mid-stream.
-GENERATIVE_PATHS: dict[str, Callable[[str], StreamFailure]] = {
+# Each generative path, and how a stream of its API ends when the graph fails mid-stream; None for
+# a path that never streams (its one JSON body is sent as such, whatever "stream" says).
+GENERATIVE_PATHS: dict[str, Callable[[str], StreamFailure] | None] = {
     "/chat/completions": ChatStreamFailure,
     "/completions": ChatStreamFailure,
     "/responses": ResponsesStreamFailure,
-    "/tokenize": ChatStreamFailure,
+    "/tokenize": None,
 }
 PREFIXES = ("/v3", "/v1", "/v3/v1")
 SSE_HEADERS = {
@@ -114,14 +115,14 @@ def model_name(body: dict[str, Any]) -> str:
 
 
 async def generate(
-    request: web.Request, stream_failure: Callable[[str], StreamFailure]
+    request: web.Request, stream_failure: Callable[[str], StreamFailure] | None
 ) -> web.StreamResponse:
     """Run the graph the request's `model` names; `stream_failure` is the path's API's."""
     state = request.app[STATE]
     raw, body = await read_json(request)
     model = model_name(body)
     servable = state.repository.get(model)
-    streaming = body.get("stream") is True
+    streaming = stream_failure is not None and body.get("stream") is True
     connection = RequestConnection(request)
     payload = http_payload(request, raw, body, connection)
     method = "Stream" if streaming else "Unary"
@@ -134,12 +135,12 @@ async def generate(
             streaming,
             connection,
             record,
-            stream_failure(model),
+            stream_failure(model) if stream_failure is not None else None,
         )
 
 
 def generative_route(
-    stream_failure: Callable[[str], StreamFailure],
+    stream_failure: Callable[[str], StreamFailure] | None,
 ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     """The handler of one generative path, whose streams end as `stream_failure` renders."""
 

@@ -121,3 +121,10 @@ def test_chat_failure_is_an_error_frame_then_done() -> None:
     assert error == {
         "error": {"message": MESSAGE, "type": "server_error", "param": None, "code": None}
     }
+
+
+def test_a_chat_stream_that_sent_done_gets_no_failure() -> None:
+    failure = ChatStreamFailure("m")
+    failure.sent(b'data: {"choices": []}\n\n')
+    failure.sent(SSE_DONE)
+    assert failure.frames(MESSAGE, "server_error", None, None) == b""
