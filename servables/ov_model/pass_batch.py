@@ -5,8 +5,9 @@ A tiny model's inference on the event loop's thread costs ~20 us when run over a
 OpenVINO's code and the model's weights from the core's caches, and each inference evicts the
 interpreter's. So requests that reach their inference in the same pass of the loop are queued,
 and one callback at the end of that pass runs them one after the other; each caller then gets
-its own result (or error) through a future. Measured with `wrk` over REST at 16 connections on 2
-cores: ~35 us of CPU per inference instead of ~80, and about 40% more requests per second.
+its own result (or error) through a future. Measured with benchmarks/kserve_wrk.py (REST, 16
+connections, 2 cores): ~35 us of CPU per inference instead of ~80, and 60-70% more requests per
+second. gRPC gains nothing: grpc.aio hands the loop one call per pass, so its batches are single.
 
 Queueing costs two more loop passes per request (~35 us of CPU on these machines), which pays
 only when requests have company. So the batcher keeps a moving average of the batches it ran and
