@@ -66,10 +66,10 @@ def run_wrk(
     """(requests/s, server CPU us per request); a one-second warm-up first."""
     url = f"http://127.0.0.1:{server.rest_port}/v2/models/{kserve.MODEL}/infer"
     command = ["wrk", "-t1", f"-c{connections}", "-s", str(script), url]
-    subprocess.run([*command[:-1], "-d1s", url], check=True, capture_output=True)
+    subprocess.run([*command, "-d1s"], check=True, capture_output=True)
     before = kserve.cpu_seconds(server.process.pid)
     report = subprocess.run(
-        [*command[:-1], f"-d{seconds}s", url], check=True, capture_output=True, text=True
+        [*command, f"-d{seconds}s"], check=True, capture_output=True, text=True
     ).stdout
     cpu = kserve.cpu_seconds(server.process.pid) - before
     if "Non-2xx" in report:

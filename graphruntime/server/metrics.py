@@ -232,7 +232,7 @@ class RequestCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily | HistogramMetricFamily]:
         metrics, enabled = self.metrics, self.metrics.enabled
-        names = metrics.names
+        names = metrics.name_tallies
         for gauge, text in (
             ("ovms_current_requests", "Requests being processed."),
             ("ovms_current_graphs", "Graph runs in progress."),
@@ -283,7 +283,7 @@ class Metrics:
         self.registry = CollectorRegistry()
         registry = self.registry
         # Request tallies by servable name, and request times by (interface, name).
-        self.names: dict[str, NameTally] = {}
+        self.name_tallies: dict[str, NameTally] = {}
         self.request_times: dict[tuple[str, str], Tally] = {}
         registry.register(RequestCollector(self))
         self.ttft = Histogram(
@@ -315,9 +315,9 @@ class Metrics:
 
     def tallies(self, interface: str, name: str) -> tuple[NameTally, Tally]:
         """The numbers a request of `name` over `interface` adds to (made on first use)."""
-        named = self.names.get(name)
+        named = self.name_tallies.get(name)
         if named is None:
-            named = self.names[name] = NameTally()
+            named = self.name_tallies[name] = NameTally()
         times = self.request_times.get((interface, name))
         if times is None:
             times = self.request_times[(interface, name)] = Tally()
