@@ -14,9 +14,9 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
 from servables.engine.client import EngineClient, RequestStream
-from servables.llm.decode_batcher import DecodeBatcher
 from servables.llm.detokenizer import IncrementalDetokenizer, TokenTexts
 from servables.llm.output_parsers import OutputParser, ParsedDelta, ToolCallDelta
+from servables.llm.tokenizer_batcher import TokenizerBatcher
 from servables.openai.protocol import SamplingRequest
 from servables.openai.responses import TokenLogprob, Usage
 
@@ -113,7 +113,7 @@ async def choice_events(
     skip_special: bool,
     stats: RequestStats,
     engine: EngineClient,
-    batcher: DecodeBatcher,
+    decodes: TokenizerBatcher[list[int], str],
 ) -> AsyncIterator[GenerationEvent]:
     """The events of one request: `choices` by index, `choice_of_request` mapping each engine
     request to its choice (-1: a beam search whose sequences are the choices)."""
@@ -148,10 +148,10 @@ async def choice_events(
                 text = detokenizer.add_plain(tokens)
                 if text is None:
                     windows = detokenizer.windows(tokens)
-                    text = detokenizer.deliver(await batcher.decode(windows, skip_special))
+                    text = detokenizer.deliver(await decodes.run(windows, skip_special))
                 update.text += text
                 if want_logprobs:
-                    pieces = await batcher.decode([[t] for t in tokens], False)
+                    pieces = await decodes.run([[t] for t in tokens], False)
                     update.logprobs = (update.logprobs or []) + [
                         TokenLogprob(piece, logprob)
                         for piece, logprob in zip(pieces, delta.logprobs, strict=False)

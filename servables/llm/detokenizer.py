@@ -41,10 +41,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
-from servables.llm.decode_batcher import DecodeBatcher
-
-# DecodeBatcher lives in decode_batcher.py; it is re-exported here for servables/llm/servable.py.
-__all__ = ["DecodeBatcher", "IncrementalDetokenizer", "TokenTexts"]
+__all__ = ["IncrementalDetokenizer", "TokenTexts"]
 
 _REPLACEMENT_CHAR = "\ufffd"
 
@@ -260,7 +257,7 @@ class IncrementalDetokenizer:
         """First half of `add`: take the ids, return the id windows that need decoding.
 
         Lets a caller decode the windows of many sequences in one tokenizer call (see
-        `DecodeBatcher`) and pass the texts, in order, to `deliver`.
+        `TokenizerBatcher`) and pass the texts, in order, to `deliver`.
         """
         if self._finished:
             raise RuntimeError("IncrementalDetokenizer.add() called after finish()")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,15 +71,21 @@ class OutputPlan:
     keep_special_tokens: bool = False
 
 
-def prompt(
+# Tokenizes one text, with or without the tokenizer's special tokens (see `encode_many`).
+Encode = Callable[[str, bool], Awaitable[list[int]]]
+
+
+async def prompt(
     request: GenerationRequest,
     kind: PipelineType,
     template: ChatTemplate | None,
     tokenizer: Any,
+    encode: Encode,
     vocabulary_size: int | None,
 ) -> tuple[list[int], str]:
     """Token ids and text of the prompt (text is what `echo` repeats): the chat template
-    rendered for chat, the text or token ids given for completions."""
+    rendered for chat, the text or token ids given for completions. `tokenizer` decodes a
+    token-id prompt; `encode` tokenizes text."""
     if request.has_images and not kind.vision:
         raise InvalidRequest(
             "This servable supports only text input, but image_url has been provided",
@@ -100,7 +106,7 @@ def prompt(
             text: str = tokenizer.decode(list(request.prompt), skip_special_tokens=True)
             return list(request.prompt), text
         assert request.prompt is not None
-        return _encode(tokenizer, request.prompt, True), request.prompt
+        return await encode(request.prompt, True), request.prompt
     assert template is not None
     kwargs = dict(request.chat_template_kwargs)
     add_generation_prompt = bool(kwargs.pop("add_generation_prompt", True))
@@ -110,12 +116,29 @@ def prompt(
         add_generation_prompt=add_generation_prompt,
         extra=kwargs,
     )
-    return _encode(tokenizer, text, False), text
+    return await encode(text, False), text
 
 
-def _encode(tokenizer: Any, text: str, add_special_tokens: bool) -> list[int]:
-    encoded = tokenizer.encode(text, add_special_tokens=add_special_tokens)
-    return [int(token) for token in encoded.input_ids.data[0]]
+# Texts longer than this are tokenized on their own: a batch is padded to its longest text.
+BATCH_TEXT_CHARACTERS = 16384
+
+
+def encode_many(tokenizer: Any, texts: list[str], add_special_tokens: bool) -> list[list[int]]:
+    """The token ids of each text, short ones in one tokenizer call (servables.llm.
+    tokenizer_batcher). A batch comes back padded to its longest text; a row's own tokens are
+    those its attention mask marks, on whichever side the tokenizer pads."""
+    results: list[list[int] | None] = [None] * len(texts)
+    short = [i for i, text in enumerate(texts) if len(text) <= BATCH_TEXT_CHARACTERS]
+    if short:
+        encoded = tokenizer.encode([texts[i] for i in short], add_special_tokens=add_special_tokens)
+        ids, mask = encoded.input_ids.data, encoded.attention_mask.data
+        for row, index in enumerate(short):
+            results[index] = ids[row][mask[row] != 0].tolist()
+    for index, text in enumerate(texts):
+        if results[index] is None:
+            encoded = tokenizer.encode(text, add_special_tokens=add_special_tokens)
+            results[index] = encoded.input_ids.data[0].tolist()
+    return [ids for ids in results if ids is not None]
 
 
 def speculation_fields(draft: dict[str, Any] | None, properties: dict[str, Any]) -> dict[str, Any]:

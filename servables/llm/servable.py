@@ -49,11 +49,12 @@ from servables.llm.choices import (
     choice_events,
     new_choices,
 )
-from servables.llm.detokenizer import DecodeBatcher, TokenTexts
+from servables.llm.detokenizer import TokenTexts
 from servables.llm.engine_requests import (
     DEFAULT_SAMPLING_FIELDS,
     check_capabilities,
     check_image_count,
+    encode_many,
     engine_requests,
     generation_fields,
     max_new_tokens,
@@ -70,6 +71,7 @@ from servables.llm.model_files import (
     vocabulary_size,
 )
 from servables.llm.output_parsers import detect_parsers, validate_parser_names
+from servables.llm.tokenizer_batcher import TokenizerBatcher
 from servables.media.images import ImageArray
 from servables.media.sources import MediaPolicy, load_images
 from servables.openai.protocol import GenerationRequest, Limits
@@ -142,7 +144,9 @@ class LLMServable:
         self.tokenizer: Any = None
         self.vocabulary_size = vocabulary_size(config.models_path)
         self.token_texts: TokenTexts | None = None
-        self.batcher = DecodeBatcher(self._decode_many)
+        # Tokenizer calls of concurrent requests, one call per event-loop turn (tokenizer_batcher).
+        self.decodes = TokenizerBatcher(self._decode_many)
+        self.encodes = TokenizerBatcher(self._encode_many)
         self.template: ChatTemplate | None = None
         # Resolved at load (detected from the template when the options leave them unset).
         self.tool_parser: str | None = None
@@ -292,6 +296,13 @@ class LLMServable:
         texts: list[str] = self.tokenizer.decode(windows, skip_special_tokens=skip_special)
         return texts
 
+    def _encode_many(self, texts: list[str], add_special_tokens: bool) -> list[list[int]]:
+        return encode_many(self.tokenizer, texts, add_special_tokens)
+
+    async def _encode(self, text: str, add_special_tokens: bool) -> list[int]:
+        (ids,) = await self.encodes.run([text], add_special_tokens)
+        return ids
+
     def tokenize(self, request: TokenizeRequest) -> list[list[int]]:
         """`/v3/tokenize`: the servable's own tokenizer, as the engine uses it."""
         if not self.available:
@@ -325,8 +336,8 @@ class LLMServable:
                 retry_after=self.engine.retry_after(),
             )
         check_capabilities(self.kind, request.sampling)
-        prompt_ids, prompt_text = prompt(
-            request, self.kind, self.template, self.tokenizer, self.vocabulary_size
+        prompt_ids, prompt_text = await prompt(
+            request, self.kind, self.template, self.tokenizer, self._encode, self.vocabulary_size
         )
         check_image_count(self.kind, self.config.device, len(request.images))
         max_tokens = max_new_tokens(
@@ -406,7 +417,7 @@ class LLMServable:
                 skip_special,
                 stats,
                 self.engine,
-                self.batcher,
+                self.decodes,
             ):
                 yield event
         except GrammarNotCompiled as error:
