@@ -127,18 +127,21 @@ def encode_many(tokenizer: Any, texts: list[str], add_special_tokens: bool) -> l
     """The token ids of each text, short ones in one tokenizer call (servables.llm.
     tokenizer_batcher). A batch comes back padded to its longest text; a row's own tokens are
     those its attention mask marks, on whichever side the tokenizer pads."""
-    results: list[list[int] | None] = [None] * len(texts)
     short = [i for i, text in enumerate(texts) if len(text) <= BATCH_TEXT_CHARACTERS]
+    batched: dict[int, list[int]] = {}
     if short:
         encoded = tokenizer.encode([texts[i] for i in short], add_special_tokens=add_special_tokens)
         ids, mask = encoded.input_ids.data, encoded.attention_mask.data
         for row, index in enumerate(short):
-            results[index] = ids[row][mask[row] != 0].tolist()
-    for index, text in enumerate(texts):
-        if results[index] is None:
-            encoded = tokenizer.encode(text, add_special_tokens=add_special_tokens)
-            results[index] = encoded.input_ids.data[0].tolist()
-    return [ids for ids in results if ids is not None]
+            batched[index] = ids[row][mask[row] != 0].tolist()
+
+    def alone(text: str) -> list[int]:
+        ids: list[int] = (
+            tokenizer.encode(text, add_special_tokens=add_special_tokens).input_ids.data[0].tolist()
+        )
+        return ids
+
+    return [batched[i] if i in batched else alone(text) for i, text in enumerate(texts)]
 
 
 def speculation_fields(draft: dict[str, Any] | None, properties: dict[str, Any]) -> dict[str, Any]:
