@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serving import Engine, summarize  # benchmarks/ is not a package
+from serving import Engine, server_scheduler, summarize  # benchmarks/ is not a package
 
 CO_RUNNER = """
 import os, sys, time
@@ -63,14 +63,7 @@ def main() -> int:
         from graphruntime.server.default_model import default_model_path
 
         model = default_model_path()
-    scheduler = {
-        "cache_size": 0,
-        "max_num_batched_tokens": 256,
-        "max_num_seqs": 256,
-        "dynamic_split_fuse": True,
-        "enable_prefix_caching": True,
-    }
-    engine = Engine(model, scheduler, "CPU", {})
+    engine = Engine(model, server_scheduler(), "CPU", {})
     engine.run(1, 8, 8)  # warm-up
     requests = max(2 * args.concurrency, 8)
     share = args.busy_ms / args.period_ms / (os.cpu_count() or 1)

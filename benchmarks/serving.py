@@ -639,6 +639,17 @@ class _Running:
     itl: list[float] = field(default_factory=list)
 
 
+def server_scheduler(cache_size: int = 0, max_num_batched_tokens: int = 256) -> dict[str, Any]:
+    """The scheduler of the graph `graphrt serve --model_path` generates (OVMS's defaults)."""
+    return {
+        "cache_size": cache_size,
+        "max_num_batched_tokens": max_num_batched_tokens,
+        "max_num_seqs": 256,
+        "dynamic_split_fuse": True,
+        "enable_prefix_caching": True,
+    }
+
+
 class Engine:
     """The server's engine, in process, with the generated graph's scheduler settings."""
 
@@ -966,14 +977,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from graphruntime.server.default_model import default_model_path
 
         model = default_model_path()
-    # The scheduler of the graph `graphrt serve --model_path` generates (OVMS's defaults).
-    scheduler: dict[str, Any] = {
-        "cache_size": args.cache_size,
-        "max_num_batched_tokens": args.max_num_batched_tokens,
-        "max_num_seqs": 256,
-        "dynamic_split_fuse": True,
-        "enable_prefix_caching": True,
-    }
+    scheduler = server_scheduler(args.cache_size, args.max_num_batched_tokens)
     print(
         f"model: {model}\nlevels: {levels}, rounds: {args.rounds}, max_tokens: {args.max_tokens}"
         f"\nscheduler: {scheduler}\nload average before: {load_average()} (1/5/15 min)",
