@@ -139,6 +139,9 @@ class RequestResult:
     latency: float = 0.0
     itl: list[float] = field(default_factory=list)
     error: str = ""
+    # One of the first `concurrency` requests, sent at once to an idle engine; the later ones
+    # are each sent as an earlier one ends.
+    first_wave: bool = False
 
 
 @dataclass
@@ -157,6 +160,10 @@ class LevelMetrics:
     mean_ttft_ms: float
     median_ttft_ms: float
     p99_ttft_ms: float
+    # TTFT medians of the first wave and of the later requests: the median of all falls on the
+    # edge between the two (with num_prompts = 2 x concurrency), so it moves with their balance.
+    first_wave_ttft_ms: float
+    later_ttft_ms: float
     mean_tpot_ms: float
     median_tpot_ms: float
     p99_tpot_ms: float
@@ -188,6 +195,8 @@ def summarize(
 ) -> LevelMetrics:
     good = [r for r in results if r.ok]
     ttft = _stats_ms([r.ttft for r in good])
+    first_wave_ttft = _stats_ms([r.ttft for r in good if r.first_wave])[1]
+    later_ttft = _stats_ms([r.ttft for r in good if not r.first_wave])[1]
     tpot = _stats_ms(
         [(r.latency - r.ttft) / (r.output_tokens - 1) for r in good if r.output_tokens > 1]
     )
@@ -208,6 +217,8 @@ def summarize(
         mean_ttft_ms=ttft[0],
         median_ttft_ms=ttft[1],
         p99_ttft_ms=ttft[2],
+        first_wave_ttft_ms=first_wave_ttft,
+        later_ttft_ms=later_ttft,
         mean_tpot_ms=tpot[0],
         median_tpot_ms=tpot[1],
         p99_tpot_ms=tpot[2],
@@ -259,7 +270,9 @@ async def closed_loop(
 
     async def worker() -> None:
         for index in indices:
-            results.append(await one(index))
+            result = await one(index)
+            result.first_wave = index < concurrency
+            results.append(result)
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(min(concurrency, num_prompts))))
@@ -633,6 +646,7 @@ class _Running:
     handle: Any
     started: float
     prompt_tokens: int
+    first_wave: bool
     first: float = 0.0
     last: float = 0.0
     tokens: int = 0
@@ -702,7 +716,9 @@ class Engine:
                 self.next_id += 1
                 begin = time.perf_counter()
                 handle = pipeline.add_request(request_id, self.prompts[index], config)
-                running[request_id] = _Running(handle, begin, self.prompt_lengths[index])
+                running[request_id] = _Running(
+                    handle, begin, self.prompt_lengths[index], issued < concurrency
+                )
                 issued += 1
             pipeline.step()
             now = time.perf_counter()
@@ -733,6 +749,7 @@ class Engine:
                         latency=now - request.started,
                         itl=request.itl,
                         error="" if ok else f"engine request ended with status {state}",
+                        first_wave=request.first_wave,
                     )
                 )
         return results, time.perf_counter() - started
@@ -763,6 +780,9 @@ class LevelSummary:
     server_ttft_p50_ms: float
     engine_ttft_p50_ms: float | None
     ttft_p50_diff_ms: float | None
+    # (first wave, later requests) TTFT medians, server and engine
+    server_ttft_waves_ms: tuple[float, float]
+    engine_ttft_waves_ms: tuple[float, float] | None
     server_tpot_p50_ms: float
     engine_tpot_p50_ms: float | None
     probe: ProbeStats  # pooled over the rounds
@@ -808,6 +828,8 @@ def summarize_level(
     server_tps, engine_tps = both(lambda m: m.output_throughput)
     server_ttft, engine_ttft = both(lambda m: m.median_ttft_ms)
     server_tpot, engine_tpot = both(lambda m: m.median_tpot_ms)
+    server_first, engine_first = both(lambda m: m.first_wave_ttft_ms)
+    server_later, engine_later = both(lambda m: m.later_ttft_ms)
     return LevelSummary(
         server_output_tps=server_tps,
         engine_output_tps=engine_tps,
@@ -819,6 +841,10 @@ def summarize_level(
         ttft_p50_diff_ms=_median([s.median_ttft_ms - e.median_ttft_ms for s, e in pairs])
         if pairs
         else None,
+        server_ttft_waves_ms=(server_first, server_later),
+        engine_ttft_waves_ms=None
+        if engine_first is None or engine_later is None
+        else (engine_first, engine_later),
         server_tpot_p50_ms=server_tpot,
         engine_tpot_p50_ms=engine_tpot,
         probe=probe,
@@ -880,6 +906,19 @@ def print_summary(levels: Sequence[LevelReport], target_level: int, rounds: int)
         "others: CPU share (all cores) used by processes outside this benchmark and the server "
         "during the runs; above ~10% the numbers are noisy (use --rounds)"
     )
+    print(
+        "TTFT p50 by wave, server / engine: the first wave (`conc` requests sent at once to the "
+        "idle engine) | the later requests (each sent as an earlier one ended)"
+    )
+    for level in levels:
+        if level.summary is None:
+            continue
+        first, later = level.summary.server_ttft_waves_ms
+        engine_first, engine_later = level.summary.engine_ttft_waves_ms or (None, None)
+        print(
+            f"{level.concurrency:>4}  first wave {first:.1f} / {_fmt(engine_first, '.1f')} ms"
+            f"  |  later {later:.1f} / {_fmt(engine_later, '.1f')} ms"
+        )
     print("-" * width)
     interval_ms = PROBE_INTERVAL * 1e3
     print(

@@ -87,6 +87,18 @@ class InputPackets:
         return self._tag_map
 
 
+class _DetachedEmitState:
+    """What a finished run's output handles keep of their context (`CalculatorContext.detach`):
+    the last input timestamp, and no worker-thread buffer, so a late `add` meets the closed
+    stream's own error as before."""
+
+    __slots__ = ("_buffer", "_input_timestamp")
+
+    def __init__(self, input_timestamp: int) -> None:
+        self._input_timestamp = input_timestamp
+        self._buffer: list[tuple[OutputStream, Packet[Any] | int]] | None = None
+
+
 class OutputStreamHandle:
     """A calculator's view of one output stream."""
 
@@ -94,7 +106,7 @@ class OutputStreamHandle:
 
     def __init__(self, stream: OutputStream, context: CalculatorContext) -> None:
         self._stream = stream
-        self._context = context
+        self._context: CalculatorContext | _DetachedEmitState = context
 
     @property
     def name(self) -> str:
@@ -190,8 +202,16 @@ class OutputSidePackets:
         name = self._tag_map.names[_flat_id(self._tag_map, key)]
         self._setter(name, value if isinstance(value, Packet) else Packet(value))
 
+    def detach(self) -> None:
+        """The run has finished: forget its setter (see `CalculatorContext.detach`)."""
+        self._setter = _set_after_run
+
     def has_tag(self, tag: str) -> bool:
         return self._tag_map.has_tag(tag)
+
+
+def _set_after_run(name: str, packet: Packet[Any]) -> None:
+    raise GraphError(f'Output side packet "{name}" was set after the graph run finished.')
 
 
 class CalculatorContext:
@@ -274,6 +294,15 @@ class CalculatorContext:
 
     def has_service(self, service: GraphService[Any]) -> bool:
         return service in self._services
+
+    def detach(self) -> None:
+        """Cut the references back to the run once it has finished (`GraphRun._release`): the
+        output handles keep only the last input timestamp, and output side packets can no
+        longer be set. A calculator may keep its context; the run is freed all the same."""
+        state = _DetachedEmitState(self._input_timestamp)
+        for handle in self.outputs.handles:
+            handle._context = state
+        self.output_side_packets.detach()
 
     def flush_buffer(self) -> None:
         """Deliver outputs buffered while running on a worker thread (event loop only)."""

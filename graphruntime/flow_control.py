@@ -125,3 +125,14 @@ class FlowControl:
             )
             full.full = False
             self.on_full(full, False)
+
+    def detach(self) -> None:
+        """Forget the run's queues and callbacks once it has finished (`GraphRun._release`)."""
+        self.targets.clear()
+        self.full_streams.clear()
+        self.schedule = _ignore
+        self.fail = _ignore
+
+
+def _ignore(_: object) -> None:
+    """The callbacks of a finished run's flow control."""

@@ -139,6 +139,20 @@ class NodeRuntime(Throttled):
     def is_source(self) -> bool:
         return not self.spec.inputs.names
 
+    def detach(self) -> None:
+        """Drop the run's queues, handler and contexts once it has finished (`GraphRun._release`);
+        the calculator object stays, for whoever still holds it."""
+        for context in (self.context, *self.free_contexts, *(c for c, _ in self.in_order)):
+            if context is not None:
+                context.detach()
+        self.context = None
+        self.free_contexts = []
+        self.in_order.clear()
+        self.inputs = []
+        self.outputs = []
+        self.handler = None
+        self.fifo = None
+
     def raise_offset_bound(self, timestamp: int) -> None:
         """After a call at `timestamp`, raise the outputs' bound by the node's timestamp offset."""
         if self.offset is not None and timestamp != UNSTARTED and self.handler is not None:

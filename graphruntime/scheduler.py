@@ -253,7 +253,8 @@ class GraphRun:
         for node in self.nodes:
             if self.halted:
                 break
-            if self._side_packets_ready(node):
+            # Not one whose side packets an earlier node's open() produced: that one is opening.
+            if node.state == WAITING and self._side_packets_ready(node):
                 await self._open(node)
         if self.errors:
             await self.wait()
@@ -311,6 +312,7 @@ class GraphRun:
         self.side_packets[name] = packet
         for waiting in self.nodes:
             if waiting.state == WAITING and self._side_packets_ready(waiting):
+                waiting.state = OPENING  # now: start() must not open it before the task does
                 self._spawn(self._open(waiting))
 
     async def _open(self, node: NodeRuntime) -> None:
@@ -759,6 +761,24 @@ class GraphRun:
                 except Exception as error:
                     logger.error("graph observer failed when the run finished: %r", error)
             self.finished.set()
+            self._release()
+
+    def _release(self) -> None:
+        """Break the references that make a finished run one big reference cycle.
+
+        Nodes, streams, contexts and the run point at each other both ways (a queue at the node it
+        feeds, output handles back at their context, streams and flow control at the run's
+        methods). Left so, a finished run and all it held (for an LLM request ~150 objects, the
+        HTTP request among them) wait for the cyclic garbage collector: in bursts of LLM requests
+        that cost ~0.3 ms of CPU per request, and its full collections stopped the event loop for
+        130-170 ms every ~600 requests. Nothing runs in a finished run, so these links have no
+        use left; what callers still read (errors, side packets, input streams) stays.
+        """
+        for stream in self.streams.values():
+            stream.detach()
+        for node in self.nodes:
+            node.detach()
+        self.flow.detach()
 
     def fail(self, error: GraphError) -> None:
         self.errors.append(error)

@@ -201,3 +201,15 @@ class OutputStream:
 
     def close(self) -> None:
         self.raise_bound(DONE)
+
+    def detach(self) -> None:
+        """Forget consumers, observers and the run's scheduler once the run has finished
+        (`GraphRun._release`); the bound stays, so a late packet still meets its error."""
+        self.consumers = []
+        self.observers = []
+        self.bound_observers = []
+        self.schedule = _schedule_nothing
+
+
+def _schedule_nothing(node: NodeRuntime) -> None:
+    """The scheduler of a finished run's streams."""

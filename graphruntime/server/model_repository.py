@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from calculators.openvino.session import MODELS
+from graphruntime.server import heap
 from graphruntime.server.graph_servable import GraphDefinition, GraphServable, State
 from graphruntime.server.observation import ObservationSettings
 from graphruntime.server.serving_policy import ServingPolicy
@@ -348,14 +349,16 @@ class ModelRepository:
         self.config_changed()
         while True:
             await asyncio.sleep(interval)
-            await self.refresh_versions()
-            if not self.config_changed():
-                continue
-            try:
-                if await self.reload():
-                    logger.info("configuration reloaded from %s", self.config_path)
-            except ConfigFileError as error:
-                logger.error("configuration not reloaded: %s", error.message)
+            changed = await self.refresh_versions()
+            if self.config_changed():
+                try:
+                    if await self.reload():
+                        logger.info("configuration reloaded from %s", self.config_path)
+                        changed = True
+                except ConfigFileError as error:
+                    logger.error("configuration not reloaded: %s", error.message)
+            if changed:
+                heap.settle()
 
     async def close(self) -> None:
         servables = list(self.servables.values())

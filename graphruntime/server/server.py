@@ -23,7 +23,7 @@ from typing import Any
 from aiohttp import web
 
 from calculators.llm.media import MEDIA_POLICY
-from graphruntime.server import default_model
+from graphruntime.server import default_model, heap
 from graphruntime.server.encoder_metrics import EncoderCollector, encoder_servables
 from graphruntime.server.graph_export import (
     EmbeddingsSettings,
@@ -250,6 +250,7 @@ async def serve(settings: ServerSettings) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     loader = asyncio.create_task(repository.apply(definitions))
+    loader.add_done_callback(heap.settle_after)
     poller = None
     if config_path is not None and settings.file_system_poll_wait_seconds > 0:
         poller = asyncio.create_task(repository.poll(settings.file_system_poll_wait_seconds))

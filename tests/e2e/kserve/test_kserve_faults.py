@@ -73,18 +73,40 @@ def test_an_incoming_request_id_is_kept(kserve_server: KServeServer) -> None:
     assert missing.status_code == 404 and missing.headers["X-Request-Id"]
 
 
+def explode_request(value: int) -> Any:
+    request = pb.ModelInferRequest(model_name="explode")
+    request.inputs.add(name="value", datatype="INT32", shape=[1])
+    request.raw_input_contents.append(np.array([value], np.int32).tobytes())
+    return request
+
+
 def test_grpc_errors_carry_the_request_id(kserve_server: KServeServer) -> None:
     with grpc.insecure_channel(kserve_server.grpc_url) as channel:
         stub = pb_grpc.GRPCInferenceServiceStub(channel)
-        request = pb.ModelInferRequest(model_name="explode")
-        request.inputs.add(name="value", datatype="INT32", shape=[1])
-        request.raw_input_contents.append(np.array([-1], np.int32).tobytes())
         with pytest.raises(grpc.RpcError) as caught:
-            stub.ModelInfer(request, metadata=[("x-request-id", "grpc-id-7")])
-    error: Any = caught.value
-    assert error.code() == grpc.StatusCode.INTERNAL
-    assert "(request id grpc-id-7)" in error.details()
-    assert ("x-request-id", "grpc-id-7") in tuple(error.trailing_metadata())
+            stub.ModelInfer(explode_request(-1), metadata=[("x-request-id", "grpc-id-7")])
+        error: Any = caught.value
+        assert error.code() == grpc.StatusCode.INTERNAL
+        assert "(request id grpc-id-7)" in error.details()
+        assert ("x-request-id", "grpc-id-7") in tuple(error.trailing_metadata())
+        # Without one of the client's, the error names the id the server made, in both places.
+        with pytest.raises(grpc.RpcError) as caught:
+            stub.ModelInfer(explode_request(-1))
+        error = caught.value
+        made = dict(error.trailing_metadata())["x-request-id"]
+        assert re.fullmatch(r"[0-9a-f]{32}", made) and f"(request id {made})" in error.details()
+
+
+def test_a_grpc_success_echoes_only_the_clients_request_id(kserve_server: KServeServer) -> None:
+    with grpc.insecure_channel(kserve_server.grpc_url) as channel:
+        stub = pb_grpc.GRPCInferenceServiceStub(channel)
+        _, call = stub.ModelInfer.with_call(
+            explode_request(2), metadata=[("x-request-id", "grpc-ok-8")]
+        )
+        assert ("x-request-id", "grpc-ok-8") in tuple(call.trailing_metadata())
+        # An id the client did not send is the server's own (its logs): not sent on success.
+        _, call = stub.ModelInfer.with_call(explode_request(2))
+        assert "x-request-id" not in dict(call.trailing_metadata() or ())
 
 
 def wait_for(condition: Any, what: str, timeout: float = 60.0) -> None:

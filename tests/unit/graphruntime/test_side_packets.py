@@ -216,3 +216,41 @@ def test_side_packets_through_the_sync_facade() -> None:
     graph.start_run({"m": 41})
     graph.close()
     assert graph.get_output_side_packet("m_copy").payload == 41
+
+
+opened: list[str] = []
+
+
+@register_calculator(name="TestSideCountedOpenCalculator")
+class CountedOpen(Calculator):
+    """Records each open(); passes its PREFIX side packet on as ECHO."""
+
+    blocking = False
+    prefix = InputSidePacket("PREFIX", str)
+    source = Input("", str)
+    echo = OutputSidePacket("ECHO", str)
+
+    def open(self, cc: CalculatorContext) -> None:
+        opened.append(cc.node_name)
+        cc.output_side_packets.set(self.echo, cc.input_side_packets[self.prefix].payload)
+
+    def process(self, cc: CalculatorContext) -> None:
+        pass
+
+
+async def test_a_node_fed_by_a_side_packet_made_in_an_earlier_open_opens_once() -> None:
+    opened.clear()
+    graph = Graph(
+        """
+        input_stream: "in"
+        node { name: "first" calculator: "TestSideCountedOpenCalculator" input_stream: "in"
+               input_side_packet: "PREFIX:prefix" output_side_packet: "ECHO:echo" }
+        node { name: "second" calculator: "TestSideCountedOpenCalculator" input_stream: "in"
+               input_side_packet: "PREFIX:echo" output_side_packet: "ECHO:echo2" }
+        """
+    )
+    await graph.start_run({"prefix": "p"})
+    graph.close_all_packet_sources()
+    await graph.wait_until_done()
+    assert opened == ["first", "second"]
+    assert graph.get_output_side_packet("echo2").payload == "p"
