@@ -761,7 +761,7 @@ class GraphRun:
                 except Exception as error:
                     logger.error("graph observer failed when the run finished: %r", error)
             self.finished.set()
-            self._release()
+        self._release()  # not when cancelled: a close() on a worker thread may still be running
 
     def _release(self) -> None:
         """Break the references that make a finished run one big reference cycle.
