@@ -6,7 +6,7 @@ of them, and a burst of requests triggers one every few hundred requests (object
 flight are promoted towards the oldest generation): 130-170 ms with the event loop stopped on
 this project's 2-core machines. `settle` moves everything alive into the collector's permanent
 generation (`gc.freeze`), after which a full collection traverses only what requests left
-(~1.5 ms measured). Frozen objects are still freed by reference counting; the only cost is that
+(1.5-3.5 ms measured). Frozen objects are still freed by reference counting; the only cost is that
 a reference cycle among them is never collected, so `settle` runs again after the servables
 change (a reload retires some): unfreeze, collect what was left, freeze again.
 """
