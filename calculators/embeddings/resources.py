@@ -10,10 +10,11 @@ from pathlib import Path
 
 from calculators.embeddings.embeddings_calculator_ov_pb2 import EmbeddingsCalculatorOVOptions
 from calculators.encoders.options import batch_limits
+from calculators.model_paths import resolve_model_dir
 from calculators.plugin_config import parse_plugin_config
 from graphruntime.validation import NodeSpec, ValidatedGraph
 from servables.embeddings.servable import EmbeddingsConfig, EmbeddingsServable
-from servables.encoders.model_dir import resolve_model_dir
+from servables.encoders.model_dir import MODEL_FILE, TOKENIZER_FILE
 from servables.errors import ServableLoadError
 
 
@@ -34,7 +35,9 @@ def servable_config(
     )
     return EmbeddingsConfig(
         name=name,
-        models_path=resolve_model_dir(options.models_path, graph_dir, "Embeddings"),
+        models_path=resolve_model_dir(
+            options.models_path, graph_dir, "Embeddings", (MODEL_FILE, TOKENIZER_FILE)
+        ),
         device=options.target_device or "CPU",
         properties=parse_plugin_config(options.plugin_config),
         pooling=pooling,

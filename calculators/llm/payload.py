@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from servables.request_fields import Form
+
 
 class ClientConnection(Protocol):
     def is_disconnected(self) -> bool: ...
@@ -19,10 +21,21 @@ class ClientConnection(Protocol):
 
 @dataclass(frozen=True)
 class HttpPayload:
-    """One HTTP request: what OVMS's HttpPayload carries (uri, headers, body, parsed JSON)."""
+    """One HTTP request: what OVMS's HttpPayload carries (uri, headers, body, parsed JSON, and
+    the parts of a multipart form, whose `body` is then empty)."""
 
     uri: str
     headers: Mapping[str, str]
     body: bytes
     parsed_json: Any = None
     client: ClientConnection | None = None
+    form: Form | None = None
+
+
+@dataclass(frozen=True)
+class HttpReply:
+    """A response packet that is not JSON (speech audio): its bytes and their content type.
+    A plain `bytes` packet is a JSON body, or SSE frames when the request streams."""
+
+    body: bytes
+    content_type: str

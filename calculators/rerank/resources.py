@@ -9,10 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from calculators.encoders.options import batch_limits
+from calculators.model_paths import resolve_model_dir
 from calculators.plugin_config import parse_plugin_config
 from calculators.rerank.rerank_calculator_ov_pb2 import RerankCalculatorOVOptions
 from graphruntime.validation import NodeSpec, ValidatedGraph
-from servables.encoders.model_dir import resolve_model_dir
+from servables.encoders.model_dir import MODEL_FILE, TOKENIZER_FILE
 from servables.errors import ServableLoadError
 from servables.rerank.servable import RerankConfig, RerankServable
 
@@ -28,7 +29,9 @@ def servable_config(options: RerankCalculatorOVOptions, graph_dir: Path, name: s
     batch = batch_limits(options)
     return RerankConfig(
         name=name,
-        models_path=resolve_model_dir(options.models_path, graph_dir, "Rerank"),
+        models_path=resolve_model_dir(
+            options.models_path, graph_dir, "Rerank", (MODEL_FILE, TOKENIZER_FILE)
+        ),
         device=options.target_device or "CPU",
         properties=parse_plugin_config(options.plugin_config),
         max_allowed_chunks=options.max_allowed_chunks,

@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from graphruntime.server.media_graphs import MediaFlags
 from graphruntime.server.server import StartupError
 
 __all__ = [
     "POOLING_CHOICES",
     "add_encoder_arguments",
+    "add_media_arguments",
     "add_user_code_arguments",
     "load_user_code",
+    "media_flags",
     "parse_bool",
 ]
 
@@ -95,4 +99,79 @@ def add_encoder_arguments(parser: argparse.ArgumentParser) -> None:
         "--max_allowed_chunks",
         type=int,
         help="rerank: most (query, document chunk) pairs per request (default 10000)",
+    )
+
+
+_SIZE = re.compile(r"^\d+x\d+$")
+
+
+def _size(flag: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if not _SIZE.match(text):
+            raise argparse.ArgumentTypeError(
+                f"Invalid {flag} format. Expected WxH, e.g., 1024x1024"
+            )
+        return text
+
+    return parse
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be greater than 0")
+    return value
+
+
+def add_media_arguments(parser: argparse.ArgumentParser) -> None:
+    """OVMS's image_generation, speech2text and text2speech task flags (docs/parameters.md)."""
+    group = parser.add_argument_group("image generation and audio tasks")
+    group.add_argument(
+        "--resolution",
+        help="image_generation: static size(s) the models are compiled for, 'WxH [WxH ...]'",
+    )
+    group.add_argument("--max_resolution", type=_size("max_resolution"))
+    group.add_argument("--default_resolution", type=_size("default_resolution"))
+    group.add_argument(
+        "--num_images_per_prompt", type=_positive, help="image_generation: static batch"
+    )
+    group.add_argument(
+        "--guidance_scale", type=float, help="image_generation: static guidance scale"
+    )
+    group.add_argument("--max_num_images_per_prompt", type=_positive)
+    group.add_argument("--default_num_inference_steps", type=_positive)
+    group.add_argument("--max_num_inference_steps", type=_positive)
+    group.add_argument(
+        "--source_loras",
+        help="image_generation: LoRA adapters, 'alias=file.safetensors[:alpha],...' and "
+        "composites 'alias=@a1[:w]+@a2[:w]'",
+    )
+    group.add_argument(
+        "--enable_word_timestamps",
+        type=parse_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="speech2text: allow timestamp_granularities=word",
+    )
+    group.add_argument(
+        "--model_type",
+        choices=["speecht5", "kokoro"],
+        help="text2speech: the model family (export: how it is converted)",
+    )
+
+
+def media_flags(args: argparse.Namespace) -> MediaFlags:
+    return MediaFlags(
+        resolution=args.resolution,
+        num_images_per_prompt=args.num_images_per_prompt,
+        guidance_scale=args.guidance_scale,
+        max_resolution=args.max_resolution,
+        default_resolution=args.default_resolution,
+        max_num_images_per_prompt=args.max_num_images_per_prompt,
+        default_num_inference_steps=args.default_num_inference_steps,
+        max_num_inference_steps=args.max_num_inference_steps,
+        source_loras=args.source_loras,
+        enable_word_timestamps=args.enable_word_timestamps,
+        model_type=args.model_type,
     )

@@ -14,23 +14,27 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from servables.encoders.batcher import EncoderStats, Histogram
+from servables.encoders.batcher import EncoderStats
+from servables.histogram import Histogram
+
+
+def node_resources(servables: Iterable[Any]) -> Iterator[Any]:
+    """The resources (servables of nodes) behind the graphs of a repository."""
+    for servable in servables:
+        resources = getattr(servable, "resources", None)
+        if resources is not None:
+            yield from resources.all()
 
 
 def encoder_servables(servables: Iterable[Any]) -> list[Any]:
     """The embeddings and rerank servables behind the graphs of a repository."""
-    found: list[Any] = []
-    for servable in servables:
-        resources = getattr(servable, "resources", None)
-        if resources is None:
-            continue
-        found.extend(
-            r for r in resources.all() if isinstance(getattr(r, "stats", None), EncoderStats)
-        )
-    return found
+    return [
+        r for r in node_resources(servables) if isinstance(getattr(r, "stats", None), EncoderStats)
+    ]
 
 
-def _buckets(histogram: Histogram) -> list[tuple[str, float]]:
+def histogram_buckets(histogram: Histogram) -> list[tuple[str, float]]:
+    """A Histogram's cumulative buckets as prometheus_client's families take them."""
     buckets = [
         (repr(float(bound)), float(count))
         for bound, count in zip(histogram.bounds, histogram.counts, strict=True)
@@ -81,5 +85,5 @@ class EncoderCollector(Collector):
                 (request_seconds, stats.request_seconds),
                 (inference_seconds, stats.inference_seconds),
             ):
-                family.add_metric(key, _buckets(histogram), histogram.total)
+                family.add_metric(key, histogram_buckets(histogram), histogram.total)
         yield from (requests, inputs, tokens, batch_size, request_seconds, inference_seconds)

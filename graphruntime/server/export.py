@@ -26,10 +26,11 @@ import logging
 import shutil
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePath
+from typing import Any
 
 from graphruntime.server.graph_export import (
     EmbeddingsSettings,
@@ -49,6 +50,9 @@ OPTIMUM_TASKS = {
     "text_generation": "text-generation-with-past",
     "embeddings_ov": "feature-extraction",
     "rerank_ov": "text-classification",
+    "image_generation": "text-to-image",
+    "speech2text": "automatic-speech-recognition-with-past",
+    "text2speech": "text-to-audio",
 }
 SENTENCE_TRANSFORMERS_FILES = (
     "modules.json",
@@ -69,7 +73,8 @@ class ExportRequest:
     config_file_path: Path | None
     model_name: str | None
     weight_format: str
-    graph: TextGenerationSettings | EmbeddingsSettings | RerankSettings
+    # An image or audio task's settings are media_export.MediaExportSettings.
+    graph: TextGenerationSettings | EmbeddingsSettings | RerankSettings | Any
     overwrite_models: bool = False
 
 
@@ -77,8 +82,11 @@ def _is_ir_dir(path: Path) -> bool:
     return path.is_dir() and any((path / marker).is_file() for marker in IR_MARKERS)
 
 
-def _convert_hf(source: str, target: Path, weight_format: str, task: str) -> None:
-    """Hugging Face model (hub id or local checkpoint) → OpenVINO IR with optimum-intel."""
+def convert_hf(
+    source: str, target: Path, weight_format: str, task: str, extra: Sequence[str] = ()
+) -> None:
+    """Hugging Face model (hub id or local checkpoint) → OpenVINO IR with optimum-intel;
+    `extra`: more optimum-cli arguments (a vocoder for text-to-speech)."""
     if shutil.which("optimum-cli") is None:
         raise ExportError(
             "Exporting a Hugging Face model needs optimum-intel: `pip install 'graphrt[export]'` "
@@ -94,6 +102,7 @@ def _convert_hf(source: str, target: Path, weight_format: str, task: str) -> Non
         OPTIMUM_TASKS[task],
         "--weight-format",
         weight_format,
+        *extra,
         str(target),
     ]
     logger.info("running %s", " ".join(command))
@@ -121,9 +130,9 @@ def _checked_name(name: str, repository: Path) -> Path:
     return model_dir
 
 
-def _model_dir(request: ExportRequest, source: Path) -> tuple[str, Path]:
+def model_dir_for(request: ExportRequest, source: Path) -> tuple[str, Path]:
     """The model's name and directory; an existing one is replaced only with overwrite_models
-    (and only once the export succeeded, see _staging)."""
+    (and only once the export succeeded, see staged)."""
     name = request.model_name or (source.stem if source.exists() else request.source_model)
     model_dir = _checked_name(name, request.model_repository_path)
     if (model_dir.exists() or model_dir.is_symlink()) and not request.overwrite_models:
@@ -139,7 +148,7 @@ def _remove(path: Path) -> None:
 
 
 @contextmanager
-def _staging(model_dir: Path) -> Iterator[Path]:
+def staged(model_dir: Path) -> Iterator[Path]:
     """A fresh directory next to `model_dir` to export into; on success it replaces
     `model_dir` (the old model is removed only then), on failure it is removed."""
     model_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -168,10 +177,10 @@ def _staging(model_dir: Path) -> Iterator[Path]:
 def export_text_generation(request: ExportRequest) -> Path:
     """Do the export; returns the model directory."""
     source = Path(request.source_model).expanduser()
-    name, model_dir = _model_dir(request, source)
+    name, model_dir = model_dir_for(request, source)
     settings = request.graph
     assert isinstance(settings, TextGenerationSettings)
-    with _staging(model_dir) as staging:
+    with staged(model_dir) as staging:
         if source.is_file() and source.suffix.lower() == ".gguf":
             shutil.copy2(source, staging / source.name)
             models_path = f"./{source.name}"
@@ -179,7 +188,7 @@ def export_text_generation(request: ExportRequest) -> Path:
             shutil.copytree(source, staging, dirs_exist_ok=True)
             models_path = "./"
         else:
-            _convert_hf(request.source_model, staging, request.weight_format, "text_generation")
+            convert_hf(request.source_model, staging, request.weight_format, "text_generation")
             models_path = "./"
         settings.models_path = models_path
         (staging / "graph.pbtxt").write_text(text_generation_graph(settings), encoding="utf-8")
@@ -202,15 +211,15 @@ def _keep_sentence_transformers_files(source: Path, model_dir: Path) -> None:
 def export_encoder(request: ExportRequest, task: str) -> Path:
     """embeddings_ov / rerank_ov: the model IR, its tokenizer IRs and the task's graph."""
     source = Path(request.source_model).expanduser()
-    name, model_dir = _model_dir(request, source)
+    name, model_dir = model_dir_for(request, source)
     settings = request.graph
     if not isinstance(settings, EmbeddingsSettings | RerankSettings):
         raise ExportError(f"{task} needs embeddings or rerank graph settings")
-    with _staging(model_dir) as staging:
+    with staged(model_dir) as staging:
         if _is_ir_dir(source):
             shutil.copytree(source, staging, dirs_exist_ok=True)
         else:
-            _convert_hf(request.source_model, staging, request.weight_format, task)
+            convert_hf(request.source_model, staging, request.weight_format, task)
             if source.is_dir():
                 _keep_sentence_transformers_files(source, staging)
         settings.models_path = "./"

@@ -11,7 +11,12 @@ import json
 import logging
 from pathlib import Path
 
-from graphruntime.server.cli_options import add_encoder_arguments, parse_bool
+from graphruntime.server.cli_options import (
+    add_encoder_arguments,
+    add_media_arguments,
+    media_flags,
+    parse_bool,
+)
 from graphruntime.server.export import (
     ExportError,
     ExportRequest,
@@ -23,6 +28,8 @@ from graphruntime.server.graph_export import (
     RerankSettings,
     TextGenerationSettings,
 )
+from graphruntime.server.media_export import DEFAULT_VOCODER, MediaExportSettings, export_media
+from graphruntime.server.media_graphs import MEDIA_TASKS
 
 __all__ = ["add_export_arguments", "export_graph_settings", "run_export"]
 
@@ -31,7 +38,16 @@ logger = logging.getLogger("graphrt")
 
 def export_graph_settings(
     args: argparse.Namespace, plugin_config: dict[str, object]
-) -> TextGenerationSettings | EmbeddingsSettings | RerankSettings:
+) -> TextGenerationSettings | EmbeddingsSettings | RerankSettings | MediaExportSettings:
+    if args.task in MEDIA_TASKS:
+        return MediaExportSettings(
+            task=args.task,
+            flags=media_flags(args),
+            target_device=args.target_device,
+            num_streams=args.num_streams,
+            plugin_config=plugin_config,
+            vocoder=args.vocoder,
+        )
     if args.task == "embeddings_ov":
         return EmbeddingsSettings(
             models_path="",
@@ -78,6 +94,8 @@ def run_export(args: argparse.Namespace) -> int:
     try:
         if args.task == "text_generation":
             export_text_generation(request)
+        elif args.task in MEDIA_TASKS:
+            export_media(request)
         else:
             export_encoder(request, args.task)
     except ExportError as error:
@@ -87,8 +105,10 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def add_export_arguments(export: argparse.ArgumentParser) -> None:
-    """export_model.py's text_generation, embeddings_ov and rerank_ov flags."""
-    export.add_argument("task", choices=["text_generation", "embeddings_ov", "rerank_ov"])
+    """export_model.py's tasks and their flags."""
+    export.add_argument(
+        "task", choices=["text_generation", "embeddings_ov", "rerank_ov", *MEDIA_TASKS]
+    )
     export.add_argument(
         "--source_model",
         required=True,
@@ -115,6 +135,12 @@ def add_export_arguments(export: argparse.ArgumentParser) -> None:
     export.add_argument("--plugin_config", help="JSON object of OpenVINO properties")
     export.add_argument("--overwrite_models", action="store_true")
     add_encoder_arguments(export)
+    add_media_arguments(export)
+    export.add_argument(
+        "--vocoder",
+        default=DEFAULT_VOCODER,
+        help="text2speech: the SpeechT5 vocoder (a Hugging Face model or directory)",
+    )
     export.add_argument(
         "--skip_normalize",
         dest="normalize",

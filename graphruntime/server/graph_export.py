@@ -3,7 +3,7 @@
 Used in memory by `graphrt serve --model_path ...` when the directory has no graph.pbtxt, and on
 disk by `graphrt export text_generation|embeddings_ov|rerank_ov`. Each graph is OVMS's template,
 field for field. `infer_task` picks the graph for a model directory as OVMS's task detection
-does: sentence-transformers' modules.json first, then config.json's architectures.
+does (the image and audio graphs are in media_graphs.py).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from google.protobuf import text_encoding
+
+from graphruntime.server.media_graphs import MEDIA_TASKS, image_task, media_task
 
 GRAPH_TEMPLATE = """input_stream: "HTTP_REQUEST_PAYLOAD:input"
 output_stream: "HTTP_RESPONSE_PAYLOAD:output"
@@ -201,7 +203,7 @@ def rerank_graph(settings: RerankSettings) -> str:
     return RERANK_GRAPH_TEMPLATE.format(options=options)
 
 
-TASKS = ("text_generation", "embeddings", "rerank")
+TASKS = ("text_generation", "embeddings", "rerank", *MEDIA_TASKS)
 # Encoder classes OVMS takes for embedding models (default_task_detector.cpp).
 EMBEDDING_ARCHITECTURES = {
     "BertModel",
@@ -222,23 +224,31 @@ def _read_json(path: Path) -> Any:
 
 
 def infer_task(path: Path) -> str:
-    """text_generation, embeddings or rerank for a model path (a .gguf file is text_generation)."""
+    """The task of a model path, by OVMS's detectors in OVMS's order: speech2text,
+    text2speech, rerank, image_generation, embeddings, else text_generation (a .gguf file)."""
     if not path.is_dir():
         return "text_generation"
+    media = media_task(path)
+    if media is not None:
+        return media
     modules = _read_json(path / "modules.json")
-    if isinstance(modules, list):
-        types = [str(m.get("type", "")) for m in modules if isinstance(m, dict)]
-        if any("CrossEncoder" in t or "LogitScore" in t for t in types):
-            return "rerank"
-        if any("Pooling" in t for t in types):
-            return "embeddings"
+    types = (
+        [str(m.get("type", "")) for m in modules if isinstance(m, dict)]
+        if isinstance(modules, list)
+        else []
+    )
     config = _read_json(path / "config.json")
     architectures = config.get("architectures") if isinstance(config, dict) else None
-    if not isinstance(architectures, list):
-        return "text_generation"
-    names = [a for a in architectures if isinstance(a, str)]
-    if any(a.endswith("ForSequenceClassification") for a in names):
+    names = (
+        [a for a in architectures if isinstance(a, str)] if isinstance(architectures, list) else []
+    )
+    if any("CrossEncoder" in t or "LogitScore" in t for t in types) or any(
+        a.endswith("ForSequenceClassification") for a in names
+    ):
         return "rerank"
-    if any(a in EMBEDDING_ARCHITECTURES for a in names):
+    image = image_task(path)
+    if image is not None:
+        return image
+    if any("Pooling" in t for t in types) or any(a in EMBEDDING_ARCHITECTURES for a in names):
         return "embeddings"
     return "text_generation"

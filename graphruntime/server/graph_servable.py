@@ -217,6 +217,14 @@ class GraphServable:
             await self.resources.stop()
         self.state = State.END
 
+    @property
+    def aliases(self) -> list[str]:
+        """Other model names that run this graph: what its resources answer to (an image
+        node's LoRA adapters and their blends, each selected by the request's `model`)."""
+        if self.resources is None:
+            return []
+        return [alias for r in self.resources.all() for alias in getattr(r, "aliases", list)()]
+
     def llm_servables(self) -> list[Any]:
         if self.resources is None:
             return []

@@ -201,7 +201,10 @@ class ModelRepository:
         self._unloading: set[asyncio.Task[None]] = set()
 
     def get(self, name: str) -> GraphServable:
+        """The graph `name` runs: a graph's own name, or an alias one of them answers to."""
         servable = self.servables.get(name)
+        if servable is None:
+            servable = next((s for s in self.servables.values() if name in s.aliases), None)
         if servable is None:
             raise ModelNotFound(f"The model `{name}` does not exist.", param="model")
         return servable

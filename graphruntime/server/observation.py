@@ -18,6 +18,7 @@ from graphruntime.profiler import GraphProfiler
 from graphruntime.resources import GraphResources
 from graphruntime.stats import RATE_WINDOW_SECONDS, GraphStats
 from graphruntime.validation import ValidatedGraph
+from servables.pipelines.runner import PipelineRunner
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ class ServableWatch:
         if settings.tracing is not None:
             self.observers.append(settings.tracing)
         self.engines: dict[str, EngineWatch] = {}
+        self.pipelines: dict[str, PipelineRunner] = {}
         if resources is not None and settings.graph_stats:
             for per_node in resources.by_side_packet.values():
                 for node_name, resource in per_node.items():
@@ -93,9 +95,24 @@ class ServableWatch:
                         watch = EngineWatch(resource)
                         resource.engine.step_listeners.append(watch.on_step)
                         self.engines[node_name] = watch
+                    elif isinstance(runner := getattr(resource, "runner", None), PipelineRunner):
+                        self.pipelines[node_name] = runner
 
     def engine_snapshot(self) -> dict[str, dict[str, Any]]:
         return {node: watch.snapshot() for node, watch in self.engines.items()}
+
+    def pipeline_snapshot(self) -> dict[str, dict[str, Any]]:
+        """An image or audio node's pipeline: requests on it and waiting, steps, cancellations."""
+        return {
+            node: {
+                "running": min(runner.in_flight, 1),
+                "waiting": runner.queued,
+                "requests": runner.stats.requests,
+                "steps": runner.stats.steps,
+                "cancelled": runner.stats.cancelled,
+            }
+            for node, runner in self.pipelines.items()
+        }
 
     def close(self) -> None:
         """The servable is unloaded: write the trace events not yet written."""

@@ -11,7 +11,13 @@ import asyncio
 import logging
 import os
 
-from graphruntime.server.cli_options import add_encoder_arguments, load_user_code, parse_bool
+from graphruntime.server.cli_options import (
+    add_encoder_arguments,
+    add_media_arguments,
+    load_user_code,
+    media_flags,
+    parse_bool,
+)
 from graphruntime.server.graph_export import TASKS
 from graphruntime.server.own_packages import other_owners
 from graphruntime.server.server import StartupError, serve
@@ -114,6 +120,7 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         help="seconds an image URL download may take",
     )
     add_encoder_arguments(serve)
+    add_media_arguments(serve)
     serve.add_argument(
         "--max_engine_restarts",
         type=int,
@@ -133,6 +140,12 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         default=1024,
         help="requests that may wait for a servable's engine beyond its batch; more get 503 "
         "(a graph may set its own with '# GRAPHRT_MAX_QUEUED_REQUESTS: N')",
+    )
+    serve.add_argument(
+        "--max_audio_seconds",
+        type=float,
+        default=3600.0,
+        help="longest audio file speech-to-text graphs take, in seconds (longer: 400)",
     )
     serve.add_argument("--rest_workers", type=int, help="accepted for OVMS compatibility; unused")
     serve.add_argument(
@@ -169,6 +182,8 @@ def settings_from(args: argparse.Namespace) -> ServerSettings:
     for flag in ("max_engine_restarts", "max_queued_requests"):
         if getattr(args, flag) < 0:
             raise StartupError(f"--{flag} must be 0 or more")
+    if args.max_audio_seconds <= 0:
+        raise StartupError("--max_audio_seconds must be a positive number of seconds")
     if args.engine_restart_window <= 0:
         raise StartupError("--engine_restart_window must be a positive number of seconds")
     return ServerSettings(
@@ -213,6 +228,7 @@ def settings_from(args: argparse.Namespace) -> ServerSettings:
         max_engine_restarts=args.max_engine_restarts,
         engine_restart_window=args.engine_restart_window,
         max_queued_requests=args.max_queued_requests,
+        max_audio_seconds=args.max_audio_seconds,
         num_streams=args.num_streams,
         pooling=args.pooling,
         normalize=args.normalize,
@@ -221,6 +237,7 @@ def settings_from(args: argparse.Namespace) -> ServerSettings:
         tool_parser=args.tool_parser,
         reasoning_parser=args.reasoning_parser,
         enable_tool_guided_generation=args.enable_tool_guided_generation,
+        media=media_flags(args),
     )
 
 

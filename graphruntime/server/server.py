@@ -38,6 +38,13 @@ from graphruntime.server.graph_servable import GraphDefinition
 from graphruntime.server.http.app import create_app
 from graphruntime.server.kserve.dataplane import KServeDataPlane
 from graphruntime.server.kserve.grpc_server import start_grpc_server
+from graphruntime.server.media_graphs import (
+    MEDIA_TASKS,
+    CompositeLoraSetting,
+    LoraSetting,
+    media_graph,
+    parse_source_loras,
+)
 from graphruntime.server.metrics import EngineCollector, Metrics, SupervisionCollector
 from graphruntime.server.model_repository import (
     ConfigFileError,
@@ -46,8 +53,10 @@ from graphruntime.server.model_repository import (
     read_config,
 )
 from graphruntime.server.observation import ObservationSettings
+from graphruntime.server.pipeline_metrics import PipelineCollector, pipeline_servables
 from graphruntime.server.serving_policy import ServingPolicy
 from graphruntime.server.settings import ServerSettings
+from servables.audio.codec import AudioLimits
 from servables.media.sources import MediaPolicy
 from servables.supervision import RestartPolicy
 
@@ -95,6 +104,36 @@ def encoder_graph(settings: ServerSettings, path: Path, task: str) -> str:
     )
 
 
+def media_graph_for(settings: ServerSettings, path: Path, task: str) -> str:
+    """OVMS's image or audio graph for a model directory, from the task flags; LoRA adapters
+    are used where they are (local .safetensors files)."""
+    loras: list[LoraSetting] = []
+    composites: list[CompositeLoraSetting] = []
+    if settings.media.source_loras:
+        try:
+            sources, composites = parse_source_loras(settings.media.source_loras)
+        except ValueError as error:
+            raise StartupError(str(error)) from error
+        for source in sources:
+            file = Path(source.source).expanduser()
+            if not file.is_file():
+                raise StartupError(
+                    f"--source_loras {source.alias}: {source.source} is not a local file "
+                    "(`graphrt export image_generation` downloads adapters)"
+                )
+            loras.append(LoraSetting(source.alias, str(file.resolve()), source.alpha))
+    return media_graph(
+        task,
+        str(path),
+        settings.media,
+        settings.target_device,
+        settings.num_streams,
+        plugin_config_of(settings),
+        loras,
+        composites,
+    )
+
+
 def single_model_definition(settings: ServerSettings, path: Path, name: str) -> GraphDefinition:
     """A model directory with graph.pbtxt is used as is; otherwise OVMS's graph is generated."""
     path = path.resolve()
@@ -103,6 +142,13 @@ def single_model_definition(settings: ServerSettings, path: Path, name: str) -> 
     if path.is_dir() and (path / "graph.pbtxt").is_file():
         return GraphDefinition(name=name, base_path=path, graph_path=path / "graph.pbtxt")
     task = settings.task or infer_task(path)
+    if task in MEDIA_TASKS:
+        if not path.is_dir():
+            raise StartupError(f"--task {task} needs a model directory, not {path}")
+        logger.info("serving %s as a %s model", path, task)
+        return GraphDefinition(
+            name=name, base_path=path, graph_text=media_graph_for(settings, path, task)
+        )
     if task != "text_generation":
         if not path.is_dir():
             raise StartupError(f"--task {task} needs a model directory, not {path}")
@@ -184,6 +230,7 @@ def serving_policy(settings: ServerSettings) -> ServingPolicy:
             max_restarts=settings.max_engine_restarts, window=settings.engine_restart_window
         ),
         settings.max_queued_requests,
+        AudioLimits(settings.max_audio_seconds),
     )
 
 
@@ -214,6 +261,9 @@ async def serve(settings: ServerSettings) -> int:
     )
     metrics.registry.register(EngineCollector(repository.llm_servables))
     metrics.registry.register(SupervisionCollector(repository.supervisors))
+    metrics.registry.register(
+        PipelineCollector(lambda: pipeline_servables(repository.servables.values()))
+    )
     metrics.registry.register(
         EncoderCollector(lambda: encoder_servables(repository.servables.values()))
     )

@@ -1,4 +1,4 @@
-"""The operator's fault-handling settings, applied to every servable the repository loads.
+"""The operator's serving settings, applied to every servable the repository loads.
 
 Servables with a worker process expose a `supervisor` (servables.supervision) and servables with
 an engine queue an `admission` (servables.admission); the server finds them by those attributes,
@@ -19,9 +19,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from servables.admission import DEFAULT_MAX_QUEUED, HasAdmission
+from servables.audio.codec import AudioLimits
 from servables.errors import ServableLoadError
 from servables.supervision import HasSupervisor, RestartPolicy, Supervisor
 
@@ -33,6 +34,7 @@ _DIRECTIVE = re.compile(rf"^\s*#\s*{QUEUE_DIRECTIVE}\s*:\s*(\S*)\s*$", re.MULTIL
 class ServingPolicy:
     restart: RestartPolicy = field(default_factory=RestartPolicy)
     max_queued_requests: int = DEFAULT_MAX_QUEUED
+    audio: AudioLimits = field(default_factory=AudioLimits)
 
 
 def queue_bound(graph_text: str, default: int) -> int:
@@ -48,6 +50,13 @@ def queue_bound(graph_text: str, default: int) -> int:
     return int(value)
 
 
+@runtime_checkable
+class HasAudioLimits(Protocol):
+    """A servable that takes audio uploads (speech to text): the server's limits apply."""
+
+    audio_limits: AudioLimits
+
+
 def supervisors(resources: Iterable[Any]) -> list[Supervisor]:
     return [r.supervisor for r in resources if isinstance(r, HasSupervisor)]
 
@@ -59,3 +68,5 @@ def apply(policy: ServingPolicy, resources: Iterable[Any], max_queued: int) -> N
             resource.supervisor.policy = policy.restart
         if isinstance(resource, HasAdmission):
             resource.admission.max_queued = max_queued
+        if isinstance(resource, HasAudioLimits):
+            resource.audio_limits = policy.audio

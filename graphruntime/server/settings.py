@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from graphruntime.server.media_graphs import MediaFlags
+
 
 @dataclass
 class ServerSettings:
@@ -49,12 +51,15 @@ class ServerSettings:
     max_engine_restarts: int = 5
     engine_restart_window: float = 300.0
     max_queued_requests: int = 1024
+    max_audio_seconds: float = 3600.0  # longest upload speech to text takes
     # embeddings / rerank graph flags for single-model mode
     num_streams: int = 1
     pooling: str | None = None  # None: the model's 1_Pooling/config.json, else CLS
     normalize: bool = True
     truncate: bool = False
     max_allowed_chunks: int | None = None
+    # image generation / speech2text / text2speech graph flags for single-model mode
+    media: MediaFlags = field(default_factory=MediaFlags)
     # agents: output parsers
     tool_parser: str | None = None
     reasoning_parser: str | None = None

@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from servables.encoders.model import EncodedInput
+from servables.histogram import LATENCY_BUCKETS, Histogram
 
 logger = logging.getLogger(__name__)
 
 Result = TypeVar("Result")
 BATCH_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
 @dataclass(frozen=True)
@@ -41,26 +41,6 @@ class BatchLimits:
     max_batch_size: int = 32
     window: float = 0.002  # seconds the first row of a batch waits for others
     max_batch_tokens: int = 16384
-
-
-@dataclass
-class Histogram:
-    """Cumulative bucket counts, read by the server's metrics collector (no Prometheus here)."""
-
-    bounds: tuple[float, ...]
-    counts: list[int] = field(default_factory=list)
-    total: float = 0.0
-    count: int = 0
-
-    def __post_init__(self) -> None:
-        self.counts = [0] * len(self.bounds)
-
-    def observe(self, value: float) -> None:
-        for index, bound in enumerate(self.bounds):
-            if value <= bound:
-                self.counts[index] += 1
-        self.total += value
-        self.count += 1
 
 
 @dataclass

@@ -15,7 +15,6 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from servables.errors import ServableLoadError
 from servables.hf_config import max_model_length as max_model_length  # for its users
 
 logger = logging.getLogger(__name__)
@@ -34,28 +33,6 @@ UNSUPPORTED_POOLING_FLAGS = (
     "pooling_mode_mean_sqrt_len_tokens",
     "pooling_mode_weightedmean_tokens",
 )
-
-
-def resolve_model_dir(models_path: str, graph_dir: Path, what: str) -> Path:
-    """OVMS rule: relative to the graph's directory; must hold the model and tokenizer IRs."""
-    if not models_path:
-        raise ServableLoadError(f"{what} node models_path is empty", param="models_path")
-    path = Path(models_path)
-    if not path.is_absolute():
-        path = graph_dir / path
-    path = path.resolve()
-    if not path.is_dir():
-        raise ServableLoadError(
-            f"{what} node models_path: {path} is not a directory", param="models_path"
-        )
-    for name in (MODEL_FILE, TOKENIZER_FILE):
-        if not (path / name).is_file():
-            raise ServableLoadError(
-                f"{what} node models_path: {path} has no {name} (export the model with "
-                "`graphrt export` or OVMS's export_model.py)",
-                param="models_path",
-            )
-    return path
 
 
 def read_json(path: Path) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import io
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,7 +95,33 @@ def decode_image(
     data: bytes, limits: ImageLimits | None = None, *, param: str | None = None
 ) -> ImageArray:
     """RGB pixels of an encoded image as a (height, width, 3) uint8 array; see the module doc."""
-    limits = limits or ImageLimits()
+    return _decode(data, limits or ImageLimits(), param, _to_rgb)
+
+
+def _to_mask(image: Image.Image) -> Image.Image:
+    """Where to repaint, white on black. A mask with transparency marks it by transparent pixels
+    (OpenAI's convention); an opaque one by white pixels (diffusers' and OVMS's)."""
+    if image.has_transparency_data:
+        alpha = np.asarray(image.convert("RGBA"))[:, :, 3]
+        repaint = np.where(alpha < 128, 255, 0).astype(np.uint8)
+        return Image.fromarray(repaint, mode="L").convert("RGB")
+    return _to_rgb(image).convert("L").convert("RGB")
+
+
+def decode_mask(
+    data: bytes, limits: ImageLimits | None = None, *, param: str | None = None
+) -> ImageArray:
+    """An inpainting mask as a (height, width, 3) uint8 array: 255 where the image is to be
+    repainted, 0 where it is kept (see _to_mask); checked and bounded as decode_image."""
+    return _decode(data, limits or ImageLimits(), param, _to_mask)
+
+
+def _decode(
+    data: bytes,
+    limits: ImageLimits,
+    param: str | None,
+    convert: Callable[[Image.Image], Image.Image],
+) -> ImageArray:
     if len(data) > limits.max_bytes:
         raise InvalidRequest(
             f"Image is larger than the limit of {limits.max_bytes} bytes", param=param
@@ -125,7 +152,7 @@ def decode_image(
             image.load()
             sides = image.size
             ImageOps.exif_transpose(image, in_place=True)  # no full-size copy when upright
-            rgb = _to_rgb(image)
+            rgb = convert(image)
         except (OSError, SyntaxError, ValueError, EOFError) as error:
             raise _refuse(f"the image data is truncated or corrupt ({error})", param) from error
         if target is not None:

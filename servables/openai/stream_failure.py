@@ -26,7 +26,13 @@ from typing import Any, Protocol
 from servables.openai.responses import SSE_DONE, error_body, sse_frame
 from servables.openai.responses_output import ResponseEnvelope, response_object, sse_event
 
-__all__ = ["ChatStreamFailure", "ResponsesStreamFailure", "StreamFailure", "responses_error_code"]
+__all__ = [
+    "ChatStreamFailure",
+    "EventStreamFailure",
+    "ResponsesStreamFailure",
+    "StreamFailure",
+    "responses_error_code",
+]
 
 
 class StreamFailure(Protocol):
@@ -135,3 +141,23 @@ class ResponsesStreamFailure:
         self.ended = True
         event = {"type": "response.failed", "sequence_number": self.sequence + 1}
         return sse_event({**event, "response": response})
+
+
+class EventStreamFailure:
+    """Image and transcription streams (typed events, no `[DONE]`): one `data: {"error": ...}`
+    frame, which OpenAI's SDKs raise; nothing once `transcript.text.done` went out."""
+
+    FINAL = b'"type":"transcript.text.done"'
+
+    def __init__(self, model: str = "") -> None:
+        del model  # the error frame names no model
+        self.done = False
+
+    def sent(self, chunk: bytes) -> None:
+        if self.FINAL in chunk:
+            self.done = True
+
+    def frames(self, message: str, error_type: str, param: str | None, code: str | None) -> bytes:
+        if self.done:
+            return b""
+        return sse_frame(error_body(message, error_type, param, code))

@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -880,3 +881,40 @@ def openai_request_schemas() -> dict[str, Any]:
 def fuzzer() -> Callable[[str, dict[str, Any]], Fuzzer]:
     """`fuzzer(base_url, openapi_document).run(path, check, prepare)`; see Fuzzer."""
     return Fuzzer
+
+
+# ------------------------------------------------------------------------------ a real browser
+
+CHROMIUM = "/usr/bin/chromium"
+# What this machine's closed network needs (background connections are refused, many at a time).
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """A headless Debian Chromium driven by Playwright (a playwright BrowserContext): for the
+    `system` tests of the pages the server serves. Fails, never skips, without chromium."""
+    if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
+        pytest.fail("this test needs Debian's chromium package (apt-get install chromium)")
+    executable = CHROMIUM if os.path.exists(CHROMIUM) else str(shutil.which("chromium"))
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            profile,
+            executable_path=executable,
+            headless=True,
+            args=CHROMIUM_FLAGS,
+            viewport={"width": 1100, "height": 540},
+        )
+        try:
+            yield context
+        finally:
+            context.close()

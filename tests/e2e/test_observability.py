@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -34,15 +32,6 @@ CHAT = {
     "messages": [{"role": "user", "content": "Name a colour."}],
     "max_tokens": 6,
 }
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 class Collector:
@@ -293,56 +282,36 @@ def test_one_chat_request_is_one_trace_under_the_clients_span(
 # ------------------------------------------------------------------------- a real browser
 
 
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
-        pytest.fail("this test needs Debian's chromium package (apt-get install chromium)")
-    return CHROMIUM if os.path.exists(CHROMIUM) else str(shutil.which("chromium"))
-
-
 @pytest.mark.system
 def test_the_page_in_a_browser_shows_the_graph_and_counts_a_request(
-    watched: ExactServer, chromium: str
+    watched: ExactServer, browser: Any
 ) -> None:
-    from playwright.sync_api import sync_playwright
-
-    with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
-        browser = playwright.chromium.launch_persistent_context(
-            profile,
-            executable_path=chromium,
-            headless=True,
-            args=CHROMIUM_FLAGS,
-            viewport={"width": 1100, "height": 540},
-        )
-        try:
-            page = browser.new_page()
-            page.goto(f"{watched.base_url}/graphs/{MODEL}")
-            page.fill('input[name="api_key"]', KEY)  # the login form POSTs it
-            with page.expect_navigation():
-                page.click('button[type="submit"]')
-            assert page.url == f"{watched.base_url}/graphs/{MODEL}"  # the key never in the address
-            node = page.locator('.node[data-node="0"]')
-            assert "LLMExecutor" in (node.text_content() or "")
-            page.wait_for_selector("#live.on")
-            page.wait_for_function(
-                "document.querySelector('.node[data-node=\"0\"]').hasAttribute('data-calls')"
-            )
-            before = int(node.get_attribute("data-calls") or "0")
-            chat(watched, stream=True)
-            page.wait_for_function(
-                f"Number(document.querySelector('.node[data-node=\"0\"]')"
-                f".getAttribute('data-calls')) > {before}",
-                timeout=20_000,
-            )
-            assert "in " in (node.text_content() or "") and "tok/s" in (node.text_content() or "")
-            node.click()
-            details = page.locator("#details")
-            assert "HttpLLMCalculator" in details.inner_text()
-            assert "Node config" in details.inner_text()
-            assert 'calculator: "HttpLLMCalculator"' in details.inner_text()
-            screenshot = os.environ.get("GRAPHRT_SCREENSHOT")
-            if screenshot:  # the README's picture: GRAPHRT_SCREENSHOT=docs/graph-page.png
-                page.wait_for_timeout(1500)
-                page.screenshot(path=screenshot)
-        finally:
-            browser.close()
+    page = browser.new_page()
+    page.goto(f"{watched.base_url}/graphs/{MODEL}")
+    page.fill('input[name="api_key"]', KEY)  # the login form POSTs it
+    with page.expect_navigation():
+        page.click('button[type="submit"]')
+    assert page.url == f"{watched.base_url}/graphs/{MODEL}"  # the key never in the address
+    node = page.locator('.node[data-node="0"]')
+    assert "LLMExecutor" in (node.text_content() or "")
+    page.wait_for_selector("#live.on")
+    page.wait_for_function(
+        "document.querySelector('.node[data-node=\"0\"]').hasAttribute('data-calls')"
+    )
+    before = int(node.get_attribute("data-calls") or "0")
+    chat(watched, stream=True)
+    page.wait_for_function(
+        f"Number(document.querySelector('.node[data-node=\"0\"]')"
+        f".getAttribute('data-calls')) > {before}",
+        timeout=20_000,
+    )
+    assert "in " in (node.text_content() or "") and "tok/s" in (node.text_content() or "")
+    node.click()
+    details = page.locator("#details")
+    assert "HttpLLMCalculator" in details.inner_text()
+    assert "Node config" in details.inner_text()
+    assert 'calculator: "HttpLLMCalculator"' in details.inner_text()
+    screenshot = os.environ.get("GRAPHRT_SCREENSHOT")
+    if screenshot:  # the README's picture: GRAPHRT_SCREENSHOT=docs/graph-page.png
+        page.wait_for_timeout(1500)
+        page.screenshot(path=screenshot)

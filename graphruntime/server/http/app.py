@@ -22,7 +22,13 @@ from graphruntime.errors import GraphError
 from graphruntime.server import request_ids
 from graphruntime.server.error_map import to_client_error
 from graphruntime.server.errors import NotFound, Unauthorized
-from graphruntime.server.http import graph_page, openai_routes, rag_routes, system_routes
+from graphruntime.server.http import (
+    graph_page,
+    media_routes,
+    openai_routes,
+    rag_routes,
+    system_routes,
+)
 from graphruntime.server.http.state import STATE, ServerState
 from graphruntime.server.kserve import rest
 from graphruntime.server.kserve.dataplane import KServeDataPlane
@@ -38,11 +44,21 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 REQUEST_ID = "graphrt_request_id"  # key of the id in the aiohttp request's own mapping
 
 
+def uses_openai_errors(path: str) -> bool:
+    """Paths of OpenAI's (and Cohere's) APIs: their errors are OpenAI's error object, and they
+    need the API key when one is set."""
+    return (
+        openai_routes.is_openai_path(path)
+        or rag_routes.is_rag_path(path)
+        or media_routes.is_media_path(path)
+    )
+
+
 def error_response(request: web.Request, error: BaseException) -> web.Response:
     failure = to_client_error(error)
     if rag_routes.is_cohere_path(request.path):
         return web.json_response({"message": failure.message}, status=failure.status)
-    if openai_routes.is_openai_path(request.path) or rag_routes.is_rag_path(request.path):
+    if uses_openai_errors(request.path):
         body = error_body(failure.message, failure.error_type, failure.param, failure.code)
     else:
         body = {"error": failure.message}
@@ -92,9 +108,7 @@ def auth_middleware(api_key: str) -> Middleware:
     @web.middleware
     async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
         path = request.path
-        if request.method != "OPTIONS" and (
-            openai_routes.is_openai_path(path) or rag_routes.is_rag_path(path)
-        ):
+        if request.method != "OPTIONS" and uses_openai_errors(path):
             given = request.headers.get("Authorization", "").encode()
             if not hmac.compare_digest(given, expected):
                 return error_response(
@@ -179,6 +193,7 @@ def create_app(
     app[STATE] = ServerState(repository, settings, time.time(), metrics, dataplane)
     openai_routes.add_routes(app)
     rag_routes.add_routes(app)
+    media_routes.add_routes(app)
     system_routes.add_routes(app)
     graph_page.add_routes(app)
     rest.add_routes(app)

@@ -162,6 +162,7 @@ def snapshot(servable: GraphServable) -> dict[str, Any]:
     if watch is not None and watch.stats is not None:
         body.update(watch.stats.snapshot())
         body["engines"] = watch.engine_snapshot()
+        body["pipelines"] = watch.pipeline_snapshot()
     return body
 
 
@@ -244,7 +245,7 @@ async def show_graph(request: web.Request) -> web.StreamResponse:
         body = header + f"<main><p>{html.escape(servable.error or 'not loaded')}</p></main>"
         return web.Response(text=_page(servable.name, body), content_type="text/html")
     watch = servable.watch
-    lines = 3 if watch and watch.engines else 2
+    lines = 3 if watch and (watch.engines or watch.pipelines) else 2
     picture = to_svg(layout(servable.graph.config, figure_lines=lines), figure_lines=lines)
     setup = {
         "events": f"/graphs/{quote(servable.name, safe='')}/events",

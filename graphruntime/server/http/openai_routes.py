@@ -20,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from calculators.llm.payload import HttpPayload
+from calculators.llm.payload import HttpPayload, HttpReply
 from graphruntime.server.error_map import to_client_error
 from graphruntime.server.errors import RequestTooLarge
 from graphruntime.server.http.state import STATE
@@ -31,6 +31,7 @@ from servables.openai.stream_failure import (
     ResponsesStreamFailure,
     StreamFailure,
 )
+from servables.request_fields import Form
 
 logger = logging.getLogger(__name__)
 
@@ -93,15 +94,21 @@ async def read_json(request: web.Request) -> tuple[bytes, Any]:
 
 
 def http_payload(
-    request: web.Request, raw: bytes, body: Any, connection: RequestConnection
+    request: web.Request,
+    raw: bytes,
+    body: Any,
+    connection: RequestConnection,
+    form: Form | None = None,
 ) -> HttpPayload:
-    """The request as a graph's input packet: body, parsed JSON, path, headers, connection."""
+    """The request as a graph's input packet: body, parsed JSON (or the multipart form), path,
+    headers, connection."""
     return HttpPayload(
         uri=request.path,
         headers=dict(request.headers),
         body=raw,
         parsed_json=body,
         client=connection,
+        form=form,
     )
 
 
@@ -152,7 +159,7 @@ def generative_route(
 
 async def respond(
     request: web.Request,
-    chunks: AsyncGenerator[bytes, None],
+    chunks: AsyncGenerator[bytes | HttpReply, None],
     streaming: bool,
     connection: RequestConnection,
     record: RequestRecord,
@@ -161,7 +168,8 @@ async def respond(
     """Send the graph's chunks as one JSON body or as SSE; see the module docstring.
 
     `stream_failure` sees every chunk sent and renders the end of a stream that fails after its
-    first chunk (the frames of the request's API; chat completions' when not given).
+    first chunk (the frames of the request's API; chat completions' when not given). A unary
+    answer that is an HttpReply (speech audio) is sent with its own content type.
     """
     ending = stream_failure if stream_failure is not None else ChatStreamFailure()
     response: web.StreamResponse | None = None
@@ -175,15 +183,17 @@ async def respond(
             async for _ in chunks:
                 pass
             record.succeeded = True
+            if isinstance(first, HttpReply):
+                return web.Response(body=first.body, content_type=first.content_type)
             return web.Response(body=first, content_type="application/json")
         response = web.StreamResponse(status=200, headers=SSE_HEADERS)
         await response.prepare(request)
-        await response.write(first)
-        ending.sent(first)
+        await response.write(_frames(first))
+        ending.sent(_frames(first))
         async for chunk in chunks:
             record.responded()
-            await response.write(chunk)
-            ending.sent(chunk)
+            await response.write(_frames(chunk))
+            ending.sent(_frames(chunk))
         await response.write_eof()
         record.succeeded = True
         return response
@@ -208,6 +218,12 @@ async def respond(
         await chunks.aclose()
 
 
+def _frames(chunk: bytes | HttpReply) -> bytes:
+    if isinstance(chunk, HttpReply):
+        raise ServableError("the graph answered a streaming request with a non-SSE reply")
+    return chunk
+
+
 def model_entry(name: str, created: float) -> dict[str, Any]:
     return {"id": name, "object": "model", "created": int(created), "owned_by": "graphrt"}
 
@@ -216,8 +232,9 @@ async def list_models(request: web.Request) -> web.Response:
     state = request.app[STATE]
     data = [
         model_entry(name, servable.loaded_at or state.started_at)
-        for name, servable in sorted(state.repository.servables.items())
+        for servable_name, servable in sorted(state.repository.servables.items())
         if servable.available
+        for name in (servable_name, *servable.aliases)
     ]
     return web.json_response({"object": "list", "data": data})
 

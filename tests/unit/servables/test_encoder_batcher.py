@@ -9,8 +9,9 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from servables.encoders.batcher import BatchLimits, DynamicBatcher, Histogram
+from servables.encoders.batcher import BatchLimits, DynamicBatcher
 from servables.encoders.model import EncodedInput
+from servables.histogram import Histogram
 
 
 def row(value: int, length: int = 1) -> EncodedInput:

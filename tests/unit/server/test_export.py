@@ -58,7 +58,7 @@ def test_a_failed_overwrite_keeps_the_old_model(
         (target / "openvino_model.xml").write_text("half written", encoding="utf-8")
         raise ExportError("optimum-cli failed with exit code 1")
 
-    monkeypatch.setattr(export, "_convert_hf", fail)
+    monkeypatch.setattr(export, "convert_hf", fail)
     exported = request(repository, "org/missing-model", "m", overwrite=True, llm=llm)
     with pytest.raises(ExportError, match="optimum-cli failed"):
         if llm:

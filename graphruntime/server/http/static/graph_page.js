@@ -55,6 +55,11 @@
         rows.push(["KV cache", engine.kv_cache_usage_percent.toFixed(1) + "%"]);
         rows.push(["tokens/s", rate(engine.tokens_per_second)]);
       }
+      const pipeline = latest.pipelines && latest.pipelines[info.name];
+      if (pipeline) {
+        rows.push(["pipeline running / waiting", pipeline.running + " / " + pipeline.waiting]);
+        rows.push(["pipeline steps / cancelled", pipeline.steps + " / " + pipeline.cancelled]);
+      }
       rows.forEach(function (row) {
         const tr = el("tr");
         tr.appendChild(el("td", row[0]));
@@ -117,6 +122,11 @@
         setLine(group, 2, "run " + engine.running + " · wait " + engine.waiting + " · kv " +
           engine.kv_cache_usage_percent.toFixed(0) + "% · " + rate(engine.tokens_per_second) +
           " tok/s");
+      }
+      const pipeline = snapshot.pipelines && snapshot.pipelines[node.name];
+      if (pipeline) {
+        setLine(group, 2, "run " + pipeline.running + " · wait " + pipeline.waiting + " · steps " +
+          pipeline.steps);
       }
       group.classList.toggle("failing", node.errors > 0);
       group.classList.toggle("busy", node.queue_depth > 0 || node.calls_per_second > 0);

@@ -1,0 +1,84 @@
+"""ImageGenCalculator: OpenAI's image generation and edit endpoints over an image servable.
+
+    input_stream: "HTTP_REQUEST_PAYLOAD:input"
+    output_stream: "HTTP_RESPONSE_PAYLOAD:output"
+    node: {
+      name: "ImageGenExecutor"
+      calculator: "ImageGenCalculator"
+      input_stream: "HTTP_REQUEST_PAYLOAD:input"
+      input_side_packet: "IMAGE_GEN_NODE_RESOURCES:pipes"
+      output_stream: "HTTP_RESPONSE_PAYLOAD:output"
+      node_options: {
+        [type.googleapis.com / mediapipe.ImageGenCalculatorOptions]: {
+          models_path: "./"
+          max_resolution: "1024x1024"
+          default_num_inference_steps: 20
+        }
+      }
+    }
+
+OVMS's graph, unchanged. `/images/generations` (JSON) runs text-to-image; `/images/edits` (a
+form with `image`, and `mask` for inpainting) image-to-image or inpainting. A unary request is
+answered by one ImagesResponse; a stream (`"stream": true`) by `partial_image` events as the
+denoising goes (`partial_images` of them) and one `completed` event per image.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import ClassVar
+
+from calculators.image_gen.image_gen_calculator_pb2 import ImageGenCalculatorOptions
+from calculators.image_gen.resources import build_image_gen_servable
+from calculators.llm.http_llm import request_body
+from calculators.llm.payload import HttpPayload
+from calculators.media.node import Chunk, MediaCalculator
+from graphruntime import register_calculator
+from graphruntime.resources import ResourceFactory
+from servables.errors import InvalidRequest
+from servables.image_gen.protocol import (
+    completed_event,
+    parse_edit,
+    parse_generation,
+    partial_image_event,
+    response_body,
+)
+from servables.image_gen.servable import ImageGenServable, PartialImage
+from servables.media.images import ImageLimits
+from servables.openai.responses import dumps, sse_frame
+from servables.pipelines.runner import Finished
+from servables.request_fields import RequestFields
+
+RESOURCES = "IMAGE_GEN_NODE_RESOURCES"
+GENERATIONS = "/images/generations"
+EDITS = "/images/edits"
+
+
+@register_calculator
+class ImageGenCalculator(MediaCalculator):
+    options_type = ImageGenCalculatorOptions
+    resources = RESOURCES
+    kind = "Image Generation"
+    endpoints = (GENERATIONS, EDITS)
+    servable_type = ImageGenServable
+    resource_factories: ClassVar[dict[str, ResourceFactory]] = {RESOURCES: build_image_gen_servable}
+    servable: ImageGenServable
+
+    async def answer(self, endpoint: str, payload: HttpPayload) -> AsyncIterator[Chunk]:
+        config = self.servable.config
+        if endpoint == EDITS:
+            if payload.form is None:
+                raise InvalidRequest("/images/edits takes a multipart/form-data body")
+            request = parse_edit(RequestFields(form=payload.form), config, ImageLimits())
+        else:
+            request = parse_generation(request_body(payload), config)
+        async for item in self.servable.generate(request):
+            if isinstance(item, PartialImage):
+                yield sse_frame(partial_image_event(request, item.b64, item.index))
+            elif isinstance(item, Finished):
+                result = item.result
+                if request.stream:
+                    for image in result.images:
+                        yield sse_frame(completed_event(request, image, result.usage))
+                else:
+                    yield dumps(response_body(request, result.images, result.usage)).encode()

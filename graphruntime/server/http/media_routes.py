@@ -1,0 +1,87 @@
+"""Image and audio routes: OpenAI's images and audio APIs, each run through the model's graph.
+
+    POST /v3/images/generations     JSON           ImageGenCalculator
+    POST /v3/images/edits           multipart      ImageGenCalculator (image, optional mask)
+    POST /v3/audio/transcriptions   multipart      S2tCalculator
+    POST /v3/audio/translations     multipart      S2tCalculator
+    POST /v3/audio/speech           JSON           T2sCalculator
+
+(and the same under /v1/ and /v3/v1/). As for chat, the request's `model` (a JSON member or a
+form field) names the graph, and the graph's calculator answers: one body (JSON, or audio bytes
+with their content type), or server-sent events when the request streams (`stream` true;
+`stream_format: "sse"` for speech). A multipart form is read here, bounded by
+--max_request_size, and reaches the graph as the payload's `form`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from graphruntime.server.http.multipart import read_form
+from graphruntime.server.http.openai_routes import (
+    RequestConnection,
+    http_payload,
+    model_name,
+    read_json,
+    respond,
+)
+from graphruntime.server.http.state import STATE
+from servables.errors import InvalidRequest
+from servables.openai.stream_failure import EventStreamFailure
+from servables.request_fields import Form
+
+PREFIXES = ("/v3", "/v1", "/v3/v1")
+JSON_PATHS = ("/images/generations", "/audio/speech")
+FORM_PATHS = ("/images/edits", "/audio/transcriptions", "/audio/translations")
+
+
+def _streams(body: dict[str, Any]) -> bool:
+    return body.get("stream") is True or body.get("stream_format") == "sse"
+
+
+async def _run(
+    request: web.Request, model: str, payload_args: tuple[bytes, Any, Form | None], stream: bool
+) -> web.StreamResponse:
+    state = request.app[STATE]
+    servable = state.repository.get(model)
+    connection = RequestConnection(request)
+    raw, body, form = payload_args
+    payload = http_payload(request, raw, body, connection, form)
+    method = "Stream" if stream else "Unary"
+    with state.metrics.request(
+        "V3", "REST", method, servable.name, available=servable.available
+    ) as record:
+        failure = EventStreamFailure(model) if stream else None
+        return await respond(
+            request, servable.run_http(payload), stream, connection, record, failure
+        )
+
+
+async def json_route(request: web.Request) -> web.StreamResponse:
+    raw, body = await read_json(request)
+    return await _run(request, model_name(body), (raw, body, None), _streams(body))
+
+
+async def form_route(request: web.Request) -> web.StreamResponse:
+    form = await read_form(request, request.app[STATE].settings.max_request_size)
+    models = [value for value in form.get("model", []) if isinstance(value, str) and value]
+    if not models:
+        raise InvalidRequest("model field is missing in multipart body", param="model")
+    streams = [value for value in form.get("stream", []) if isinstance(value, str)]
+    stream = bool(streams) and streams[-1].lower() == "true"
+    return await _run(request, models[-1], (b"", None, form), stream)
+
+
+def is_media_path(path: str) -> bool:
+    """Paths with OpenAI's error shape and API keys (as the OpenAI routes)."""
+    return any(path == prefix + tail for prefix in PREFIXES for tail in JSON_PATHS + FORM_PATHS)
+
+
+def add_routes(app: web.Application) -> None:
+    for prefix in PREFIXES:
+        for path in JSON_PATHS:
+            app.router.add_post(prefix + path, json_route)
+        for path in FORM_PATHS:
+            app.router.add_post(prefix + path, form_route)

@@ -1,0 +1,31 @@
+"""Histograms kept by servables as plain numbers, read by the server's metrics collectors.
+
+Servables count what they do without knowing Prometheus (servables never import the server); the
+collectors in graphruntime/server turn these into metric families when Prometheus scrapes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+@dataclass
+class Histogram:
+    """Cumulative bucket counts (no Prometheus here)."""
+
+    bounds: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+    count: int = 0
+
+    def __post_init__(self) -> None:
+        self.counts = [0] * len(self.bounds)
+
+    def observe(self, value: float) -> None:
+        for index, bound in enumerate(self.bounds):
+            if value <= bound:
+                self.counts[index] += 1
+        self.total += value
+        self.count += 1

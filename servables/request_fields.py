@@ -1,0 +1,173 @@
+"""The fields of a request, from a JSON object or a multipart form, read with typed getters.
+
+OpenAI's image and audio APIs take some requests as JSON (`/images/generations`,
+`/audio/speech`) and others as multipart forms (`/images/edits`, `/audio/transcriptions`),
+with the same kinds of fields. `RequestFields` reads both: a JSON member is taken as its JSON
+type, a form field is a string converted strictly (" 12" or "1.5" is not an integer), so a
+field's checks and messages are written once. Messages keep OVMS's wording ("<name> field is not
+a int" and the like), each naming the field as OpenAI's `param`. Fields nobody read are reported
+by `unused()`, which callers refuse with OVMS's "Unhandled parameter: <name>" or ignore.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from servables.errors import InvalidRequest
+
+_TRUE = ("true", "1")
+_FALSE = ("false", "0")
+
+
+@dataclass(frozen=True)
+class UploadedFile:
+    """A file part of a multipart form."""
+
+    filename: str
+    content_type: str
+    data: bytes
+
+
+FormValue = str | UploadedFile
+Form = Mapping[str, Sequence[FormValue]]
+
+
+class RequestFields:
+    """See the module docstring. `form` is a multipart form (field name → its parts, in order),
+    else `values` is a JSON object."""
+
+    def __init__(self, values: Mapping[str, Any] | None = None, form: Form | None = None) -> None:
+        self.form = form is not None
+        self.body = "multipart body" if self.form else "JSON body"
+        self._values: dict[str, Any] = {}
+        if form is not None:
+            for name, parts in form.items():
+                texts = [part for part in parts if isinstance(part, str)]
+                files = [part for part in parts if isinstance(part, UploadedFile)]
+                if name.endswith("[]"):  # OpenAI's SDKs send lists as repeated `name[]` parts
+                    self._values[name[:-2]] = files or texts
+                elif files:
+                    self._values[name] = files
+                elif texts and texts[-1] != "":  # an empty form field counts as absent
+                    self._values[name] = texts[-1]
+        else:
+            self._values = dict(values or {})
+        self._read: set[str] = set()
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._values
+
+    def raw(self, name: str) -> Any:
+        self._read.add(name)
+        return self._values.get(name)
+
+    def unused(self) -> list[str]:
+        return sorted(name for name in self._values if name not in self._read)
+
+    def refuse_unused(self, ignored: Sequence[str] = ()) -> None:
+        """OVMS's refusal of a field the endpoint does not handle (`ignored` are accepted)."""
+        for name in self.unused():
+            if name not in ignored:
+                raise InvalidRequest(f"Unhandled parameter: {name}", param=name)
+
+    def _wrong(self, name: str, kind: str) -> InvalidRequest:
+        return InvalidRequest(f"{name} field is not a {kind}", param=name)
+
+    def string(self, name: str, *, required: bool = False) -> str | None:
+        value = self.raw(name)
+        if value is None:
+            if required:
+                raise InvalidRequest(f"{name} field is missing in {self.body}", param=name)
+            return None
+        if not isinstance(value, str):
+            raise self._wrong(name, "string")
+        return value
+
+    def choice(self, name: str, choices: Sequence[str], default: str) -> str:
+        value = self.string(name)
+        if value is None:
+            return default
+        if value not in choices:
+            raise InvalidRequest(
+                f"{name} must be one of {', '.join(choices)}; got {value!r}", param=name
+            )
+        return value
+
+    def integer(
+        self, name: str, *, minimum: int | None = None, maximum: int | None = None
+    ) -> int | None:
+        value = self.raw(name)
+        if value is None:
+            return None
+        if isinstance(value, str) and self.form:
+            if not (value.isascii() and value.removeprefix("-").isdigit()):
+                raise self._wrong(name, "int")
+            value = int(value)
+        elif isinstance(value, float) and value.is_integer():
+            value = int(value)  # JSON's 4.0 is 4
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self._wrong(name, "int")
+        if minimum is not None and value < minimum:
+            raise InvalidRequest(f"{name} must be at least {minimum}; got {value}", param=name)
+        if maximum is not None and value > maximum:
+            raise InvalidRequest(f"{name} must be at most {maximum}; got {value}", param=name)
+        return value
+
+    def number(
+        self, name: str, *, minimum: float | None = None, maximum: float | None = None
+    ) -> float | None:
+        value = self.raw(name)
+        if value is None:
+            return None
+        if isinstance(value, str) and self.form:
+            try:
+                value = float(value)
+            except ValueError:
+                raise self._wrong(name, "float") from None
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise self._wrong(name, "float")
+        number = float(value)
+        if not math.isfinite(number):
+            raise InvalidRequest(f"{name} must be a finite number", param=name)
+        if minimum is not None and number < minimum:
+            raise InvalidRequest(f"{name} must be at least {minimum:g}; got {number:g}", param=name)
+        if maximum is not None and number > maximum:
+            raise InvalidRequest(f"{name} must be at most {maximum:g}; got {number:g}", param=name)
+        return number
+
+    def boolean(self, name: str) -> bool | None:
+        value = self.raw(name)
+        if value is None:
+            return None
+        if isinstance(value, str) and self.form:
+            lowered = value.lower()
+            if lowered in _TRUE or lowered in _FALSE:
+                return lowered in _TRUE
+        if not isinstance(value, bool):
+            raise self._wrong(name, "boolean")
+        return value
+
+    def strings(self, name: str) -> list[str] | None:
+        """A list of strings: a JSON array, repeated `name[]` form parts, or one form field."""
+        value = self.raw(name)
+        if value is None:
+            return None
+        if isinstance(value, str) and self.form:
+            return [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self._wrong(name, "list of strings")
+        return list(value)
+
+    def files(self, name: str, *, required: bool = False) -> list[UploadedFile]:
+        """The file parts of a form field (sent as `name` or as `name[]`)."""
+        value = self.raw(name)
+        if value is None or value == []:
+            if required:
+                raise InvalidRequest(f"{name} field is missing in {self.body}", param=name)
+            return []
+        if not isinstance(value, list) or not all(isinstance(v, UploadedFile) for v in value):
+            raise InvalidRequest(f"{name} must be a file part of the form", param=name)
+        return list(value)

@@ -1,0 +1,156 @@
+"""The text-to-speech servable: SpeechT5 or Kokoro through openvino-genai's Text2SpeechPipeline.
+
+The text is spoken one sentence per `generate()` call, on the servable's own thread, one request
+at a time (servables.pipelines.runner; `generate()` releases the GIL). Sentence by sentence
+because it bounds what one call holds, lets a cancelled request stop between sentences, and lets
+a stream send each sentence's audio as soon as it is spoken; never several texts in one call,
+which 2026.4 answers with the last text's waveform for every entry. Each waveform is copied out
+of the pipeline's output buffer at once (the next call overwrites it).
+
+Voices are speaker embeddings: raw little-endian float32 files whose length must match what the
+model takes (SpeechT5: 512 values), from the graph's `voices` and the model's `voices/*.bin`
+(OVMS's rules). A request without a voice uses the model's default.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from servables.audio.codec import Samples
+from servables.errors import InvalidRequest, ServableLoadError, readable_message
+from servables.pipelines.runner import Finished, Job
+from servables.pipelines.servable import PipelineServable
+from servables.text_to_speech.protocol import SpeechRequest, sentences
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class SpeechConfig:
+    name: str
+    models_path: Path
+    device: str = "CPU"
+    properties: dict[str, Any] = field(default_factory=dict)
+    voices: dict[str, Path] = field(default_factory=dict)  # the graph's; voices/ is read too
+    speed_range: tuple[float, float] = (0.25, 4.0)
+
+
+@dataclass(frozen=True)
+class SpokenSentence:
+    """One sentence's audio, as the model made it."""
+
+    samples: Samples
+    rate: int
+
+
+def voice_files(config: SpeechConfig) -> dict[str, Path]:
+    """OVMS's order: every `voices/*.bin` of the model (named by stem), then the graph's."""
+    found: dict[str, Path] = {}
+    directory = config.models_path / "voices"
+    if directory.is_dir():
+        found.update(
+            {path.stem: path for path in sorted(directory.glob("*.bin")) if path.is_file()}
+        )
+    for name, path in config.voices.items():
+        if not path.is_file():
+            raise ServableLoadError(
+                f"Requested voice speaker embeddings file does not exist: {path}", param="voices"
+            )
+        found[name] = path
+    return found
+
+
+def read_embedding(path: Path, size: int) -> Samples:
+    data = path.read_bytes()
+    if len(data) % 4:
+        raise ServableLoadError(f"{path}: File size is not a multiple of float size.")
+    values = np.frombuffer(data, dtype="<f4")
+    if values.size != size:
+        raise ServableLoadError(
+            f"{path}: File must contain speaker embedding with {size} 32-bit floats. "
+            f"Got: {values.size}"
+        )
+    return values.astype(np.float32)
+
+
+class SpeechServable(PipelineServable):
+    """See the module docstring."""
+
+    kind = "text2speech"
+    description = "text-to-speech"
+    config: SpeechConfig
+
+    def __init__(self, config: SpeechConfig) -> None:
+        super().__init__(config)
+        self.pipeline: Any = None
+        self.voices: dict[str, Any] = {}  # name -> openvino.Tensor of the speaker embedding
+
+    def _describe(self) -> str:
+        return "voices: " + (", ".join(sorted(self.voices)) or "the model's default only")
+
+    def _unload(self) -> None:
+        self.pipeline = None
+
+    def _load(self) -> None:
+        import openvino
+        import openvino_genai
+
+        config = self.config
+        files = voice_files(config)
+        try:
+            self.pipeline = openvino_genai.Text2SpeechPipeline(
+                str(config.models_path), config.device, **config.properties
+            )
+        except RuntimeError as error:
+            raise ServableLoadError(
+                f"{self.name}: cannot load the text-to-speech model: {readable_message(str(error))}"
+            ) from error
+        shape = [int(d) for d in self.pipeline.get_speaker_embedding_shape()]
+        size = int(np.prod(shape))
+        for name, path in files.items():
+            values = read_embedding(path, size)
+            self.voices[name] = openvino.Tensor(np.ascontiguousarray(values.reshape(shape)))
+
+    def _voice(self, request: SpeechRequest) -> Any:
+        if request.voice is None:
+            return None
+        voice = self.voices.get(request.voice)
+        if voice is None:
+            known = ", ".join(sorted(self.voices)) or "none"
+            raise InvalidRequest(
+                f"Requested voice '{request.voice}' not found in available voices ({known})",
+                param="voice",
+            )
+        return voice
+
+    async def speak(self, request: SpeechRequest) -> AsyncIterator[SpokenSentence | Finished[int]]:
+        """Each sentence's audio as it is spoken, then Finished(the number of sentences)."""
+        voice = self._voice(request)
+        pieces = sentences(request.text)
+        options: dict[str, Any] = {"speed": request.speed}
+        if request.language:
+            options["language"] = request.language
+        logger.debug("%s: %d sentences, voice %s", self.name, len(pieces), request.voice)
+
+        def work(job: Job[SpokenSentence]) -> int:
+            for piece in pieces:
+                job.check()
+                try:
+                    result = self.pipeline.generate(piece, voice, **options)
+                except RuntimeError as error:
+                    raise InvalidRequest(
+                        f"Speech generation failed: {readable_message(str(error))}"
+                    ) from error
+                samples = np.array(result.speeches[0].data, dtype=np.float32, copy=True)
+                job.step()
+                job.emit(SpokenSentence(samples.reshape(-1), int(result.output_sample_rate)))
+            return len(pieces)
+
+        async for item in self.runner.stream(work):
+            yield item
