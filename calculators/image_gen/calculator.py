@@ -25,7 +25,9 @@ denoising goes (`partial_images` of them) and one `completed` event per image.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from typing import ClassVar
 
 from calculators.image_gen.image_gen_calculator_pb2 import ImageGenCalculatorOptions
@@ -64,21 +66,26 @@ class ImageGenCalculator(MediaCalculator):
     resource_factories: ClassVar[dict[str, ResourceFactory]] = {RESOURCES: build_image_gen_servable}
     servable: ImageGenServable
 
-    async def answer(self, endpoint: str, payload: HttpPayload) -> AsyncIterator[Chunk]:
+    async def answer(self, endpoint: str, payload: HttpPayload) -> AsyncGenerator[Chunk, None]:
         config = self.servable.config
+        self.servable.runner.admit()  # a full queue refuses before the uploads are decoded
         if endpoint == EDITS:
             if payload.form is None:
                 raise InvalidRequest("/images/edits takes a multipart/form-data body")
-            request = parse_edit(RequestFields(form=payload.form), config, ImageLimits())
+            fields = RequestFields(form=payload.form)
+            # Decoding the uploads takes a while (large images): off the event loop.
+            request = await asyncio.to_thread(parse_edit, fields, config, ImageLimits())
         else:
             request = parse_generation(request_body(payload), config)
-        async for item in self.servable.generate(request):
-            if isinstance(item, PartialImage):
-                yield sse_frame(partial_image_event(request, item.b64, item.index))
-            elif isinstance(item, Finished):
-                result = item.result
-                if request.stream:
-                    for image in result.images:
-                        yield sse_frame(completed_event(request, image, result.usage))
-                else:
-                    yield dumps(response_body(request, result.images, result.usage)).encode()
+        async with aclosing(self.servable.generate(request)) as items:
+            async for item in items:
+                if isinstance(item, PartialImage):
+                    yield sse_frame(partial_image_event(request, item.b64, item.index))
+                elif isinstance(item, Finished):
+                    result = item.result
+                    if request.stream:
+                        for image in result.images:
+                            yield sse_frame(completed_event(request, image, result.usage))
+                    else:
+                        body = response_body(request, result.images, result.usage)
+                        yield dumps(body).encode()

@@ -15,7 +15,8 @@ which closes the servable's iterator and cancels its job at the next pipeline st
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from typing import Any, ClassVar
 
 from calculators.llm.payload import HttpPayload, HttpReply
@@ -64,7 +65,7 @@ class MediaCalculator(Calculator):
             )
         self.servable: Any = servable
         self.loopback = cc.outputs.has_tag(LOOPBACK)
-        self.chunks: AsyncIterator[Chunk] | None = None
+        self.chunks: AsyncGenerator[Chunk, None] | None = None
         self.payload: HttpPayload | None = None
         self.timestamp = 0
 
@@ -77,10 +78,11 @@ class MediaCalculator(Calculator):
             if endpoint is None:
                 raise InvalidRequest(f"Unsupported URI: {payload.uri}")
             self.payload = payload
-            self.chunks = aiter(self.answer(endpoint, payload))
+            self.chunks = self.answer(endpoint, payload)
             if not self.loopback:
-                async for chunk in self.chunks:
-                    self._emit(cc, chunk, more=False)
+                async with aclosing(self.chunks) as chunks:
+                    async for chunk in chunks:
+                        self._emit(cc, chunk, more=False)
                 self.chunks = None
                 return
         if self.chunks is not None:
@@ -106,12 +108,12 @@ class MediaCalculator(Calculator):
             cc.outputs[LOOPBACK].add(True, self.timestamp)
         self.timestamp += 1
 
-    def answer(self, endpoint: str, payload: HttpPayload) -> AsyncIterator[Chunk]:
+    def answer(self, endpoint: str, payload: HttpPayload) -> AsyncGenerator[Chunk, None]:
         """The response to a request sent to `endpoint`: one chunk, or SSE frames when the
         request streams."""
         raise NotImplementedError
 
     async def close(self, cc: CalculatorContext) -> None:
         chunks, self.chunks = self.chunks, None
-        if chunks is not None and hasattr(chunks, "aclose"):
+        if chunks is not None:
             await chunks.aclose()

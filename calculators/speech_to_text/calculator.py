@@ -33,7 +33,8 @@ transcript out in the requested `response_format`, or, with `stream=true`, one
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from typing import ClassVar
 
 from calculators.llm.payload import HttpPayload, HttpReply
@@ -71,7 +72,7 @@ class S2tCalculator(MediaCalculator):
     }
     servable: TranscriptionServable
 
-    async def answer(self, endpoint: str, payload: HttpPayload) -> AsyncIterator[Chunk]:
+    async def answer(self, endpoint: str, payload: HttpPayload) -> AsyncGenerator[Chunk, None]:
         if payload.form is None:
             raise InvalidRequest(f"{endpoint} takes a multipart/form-data body with the file")
         request = parse_transcription(
@@ -80,11 +81,12 @@ class S2tCalculator(MediaCalculator):
             translate=endpoint == TRANSLATIONS,
             word_timestamps=self.servable.config.word_timestamps,
         )
-        async for item in self.servable.transcribe(request):
-            if isinstance(item, Finished):
-                if request.stream:
-                    yield sse_frame(done_event(item.result.text))
+        async with aclosing(await self.servable.transcribe(request)) as items:
+            async for item in items:
+                if isinstance(item, Finished):
+                    if request.stream:
+                        yield sse_frame(done_event(item.result.text))
+                    else:
+                        yield HttpReply(*response(request, item.result))
                 else:
-                    yield HttpReply(*response(request, item.result))
-            else:
-                yield sse_frame(delta_event(item))
+                    yield sse_frame(delta_event(item))

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from typing import ClassVar
 
 import numpy as np
@@ -56,24 +57,25 @@ class T2sCalculator(MediaCalculator):
     resource_factories: ClassVar[dict[str, ResourceFactory]] = {RESOURCES: build_speech_servable}
     servable: SpeechServable
 
-    async def answer(self, endpoint: str, payload: HttpPayload) -> AsyncIterator[Chunk]:
+    async def answer(self, endpoint: str, payload: HttpPayload) -> AsyncGenerator[Chunk, None]:
         servable = self.servable
         request = parse_speech(request_body(payload), servable.name, servable.config.speed_range)
         spoken: list[SpokenSentence] = []
-        async for item in servable.speak(request):
-            if isinstance(item, SpokenSentence):
-                if request.stream:
-                    data, _ = await asyncio.to_thread(
-                        encode_audio, item.samples, item.rate, request.response_format
-                    )
-                    yield sse_frame(delta_event(base64.b64encode(data).decode("ascii")))
-                else:
-                    spoken.append(item)
-            elif isinstance(item, Finished):
-                if request.stream:
-                    yield sse_frame(done_event(len(request.text)))
-                else:
-                    yield await asyncio.to_thread(whole_file, spoken, request.response_format)
+        async with aclosing(servable.speak(request)) as items:
+            async for item in items:
+                if isinstance(item, SpokenSentence):
+                    if request.stream:
+                        data, _ = await asyncio.to_thread(
+                            encode_audio, item.samples, item.rate, request.response_format
+                        )
+                        yield sse_frame(delta_event(base64.b64encode(data).decode("ascii")))
+                    else:
+                        spoken.append(item)
+                elif isinstance(item, Finished):
+                    if request.stream:
+                        yield sse_frame(done_event(len(request.text)))
+                    else:
+                        yield await asyncio.to_thread(whole_file, spoken, request.response_format)
 
 
 def whole_file(spoken: list[SpokenSentence], response_format: str) -> HttpReply:

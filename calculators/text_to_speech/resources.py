@@ -26,7 +26,7 @@ def servable_config(options: T2sCalculatorOptions, graph_dir: Path, name: str) -
     return SpeechConfig(
         name=name,
         models_path=resolve_model_dir(
-            options.models_path, graph_dir, "Text to speech", ("openvino_tokenizer.xml",)
+            options.models_path, graph_dir, "Text to speech", ("config.json",)
         ),
         device=options.target_device or "CPU",
         properties=parse_plugin_config(options.plugin_config),

@@ -6,9 +6,13 @@ come from clients, so every refusal is an InvalidRequest naming the form field:
 
 * The duration is read from the header and checked against the limit before any sample is
   decoded, so a few kilobytes of FLAC that claim hours of silence are refused, not decoded.
-* Samples are read block by block and each block averaged to mono at once, so memory follows
-  the data actually sent; absurd rates and channel counts are refused from the header.
-* The rate is converted to the model's (Whisper: 16 kHz).
+* Only WAV, FLAC, MP3 and Ogg containers reach libsndfile's sample decoders (it reads many
+  more; those parsers never see client bytes), and absurd rates and channel counts are refused
+  from the header.
+* Samples are read block by block, each block averaged to mono and resampled to the model's
+  rate (Whisper: 16 kHz) at once into an array sized for the header's duration at that rate:
+  memory is bounded by the duration at the model's rate, whatever the source's rate or the
+  compression (a 5 MB FLAC of 384 kHz silence is an hour of samples, not gigabytes).
 * Containers libsndfile does not read (MP4/M4A, WebM) are refused with the list of those it does.
 
 What the servables produce is float32 mono at the model's rate; `encode_audio` writes it as the
@@ -19,6 +23,7 @@ client asked: WAV as 32-bit float (lossless, what OVMS sends), FLAC, MP3, Opus i
 from __future__ import annotations
 
 import io
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +42,8 @@ OPUS_RATES = (8_000, 12_000, 16_000, 24_000, 48_000)
 MAX_RATE = 384_000  # Hz: above it, a header is lying
 MAX_CHANNELS = 32
 BLOCK_FRAMES = 1 << 16
+# libsndfile reads many more containers (AIFF, CAF, VOC, NIST...); clients get these parsers only.
+CONTAINERS = frozenset({"WAV", "WAVEX", "RF64", "FLAC", "MP3", "OGG"})
 
 
 @dataclass(frozen=True)
@@ -64,46 +71,99 @@ OUTPUT_FORMATS: dict[str, OutputFormat] = {
 }
 
 
+@dataclass(frozen=True)
+class AudioHeader:
+    """What an upload's header says, checked before any sample is decoded."""
+
+    format: str
+    rate: int
+    channels: int
+    frames: int
+
+    @property
+    def seconds(self) -> float:
+        return self.frames / self.rate
+
+
+def _open(data: bytes, param: str) -> soundfile.SoundFile:
+    if not data:
+        raise InvalidRequest(f"{param}: the audio file is empty", param=param)
+    try:
+        return soundfile.SoundFile(io.BytesIO(data))
+    except (soundfile.LibsndfileError, RuntimeError, TypeError, ValueError) as error:
+        raise _undecodable(error, param) from error
+
+
+def _undecodable(error: BaseException, param: str) -> InvalidRequest:
+    reason = getattr(error, "error_string", None) or str(error)
+    return InvalidRequest(
+        f"{param}: the audio could not be decoded ({READABLE} are read): {reason}", param=param
+    )
+
+
+def _checked(sound: soundfile.SoundFile, max_seconds: float, param: str) -> AudioHeader:
+    header = AudioHeader(sound.format, sound.samplerate, sound.channels, sound.frames)
+    if header.format not in CONTAINERS:
+        raise InvalidRequest(
+            f"{param}: {header.format} audio is not taken ({READABLE} are)", param=param
+        )
+    if not 0 < header.rate <= MAX_RATE or not 0 < header.channels <= MAX_CHANNELS:
+        raise InvalidRequest(
+            f"{param}: {header.channels} channels at {header.rate} Hz is not audio this server "
+            f"takes (at most {MAX_CHANNELS} channels, {MAX_RATE} Hz)",
+            param=param,
+        )
+    if header.seconds > max_seconds:
+        raise InvalidRequest(
+            f"{param}: the audio lasts {header.seconds:.1f} s, longer than the limit of "
+            f"{max_seconds:g} s",
+            param=param,
+        )
+    if header.frames == 0:
+        raise InvalidRequest(f"{param}: the audio has no samples", param=param)
+    return header
+
+
+def probe_audio(
+    data: bytes, *, max_seconds: float = DEFAULT_MAX_SECONDS, param: str = "file"
+) -> AudioHeader:
+    """The upload's header, checked (container, rate, channels, duration); no sample decoded:
+    a request is refused for these before it waits for a pipeline."""
+    with _open(data, param) as sound:
+        return _checked(sound, max_seconds, param)
+
+
 def decode_audio(
     data: bytes, rate: int, *, max_seconds: float = DEFAULT_MAX_SECONDS, param: str = "file"
 ) -> Samples:
     """Mono float32 samples at `rate` Hz of an encoded audio file; see the module docstring."""
-    if not data:
-        raise InvalidRequest(f"{param}: the audio file is empty", param=param)
     try:
-        with soundfile.SoundFile(io.BytesIO(data)) as sound:
-            source_rate, channels = sound.samplerate, sound.channels
-            if not 0 < source_rate <= MAX_RATE or not 0 < channels <= MAX_CHANNELS:
-                raise InvalidRequest(
-                    f"{param}: {channels} channels at {source_rate} Hz is not audio this server "
-                    f"takes (at most {MAX_CHANNELS} channels, {MAX_RATE} Hz)",
-                    param=param,
-                )
-            seconds = sound.frames / source_rate
-            if seconds > max_seconds:
-                raise InvalidRequest(
-                    f"{param}: the audio lasts {seconds:.1f} s, longer than the limit of "
-                    f"{max_seconds:g} s",
-                    param=param,
-                )
-            # Block by block, each averaged to mono at once: memory follows the data that is
-            # really there, not what the header claims, and never holds every channel.
-            blocks = [
-                block.mean(axis=1, dtype=np.float32)
-                for block in sound.blocks(BLOCK_FRAMES, dtype="float32", always_2d=True)
-            ]
+        with _open(data, param) as sound:
+            header = _checked(sound, max_seconds, param)
+            # What `rate` Hz of the duration the header gave holds: the output never grows
+            # past it, whatever the blocks turn out to hold.
+            capacity = int(header.seconds * rate) + BLOCK_FRAMES
+            out = np.empty(capacity, dtype=np.float32)
+            filled = 0
+            resampler = (
+                soxr.ResampleStream(header.rate, rate, 1, dtype="float32", quality="HQ")
+                if header.rate != rate
+                else None
+            )
+            blocks = sound.blocks(BLOCK_FRAMES, dtype="float32", always_2d=True)
+            for block in itertools.chain(blocks, [None]):
+                last = block is None
+                mono = np.zeros(0, np.float32) if block is None else block.mean(axis=1)
+                if resampler is not None:
+                    mono = resampler.resample_chunk(mono, last=last)
+                take = min(len(mono), capacity - filled)
+                out[filled : filled + take] = mono[:take]
+                filled += take
     except (soundfile.LibsndfileError, RuntimeError, TypeError, ValueError) as error:
-        reason = getattr(error, "error_string", None) or str(error)
-        raise InvalidRequest(
-            f"{param}: the audio could not be decoded ({READABLE} are read): {reason}",
-            param=param,
-        ) from error
-    mono = np.concatenate(blocks) if blocks else np.zeros(0, np.float32)
-    if mono.size == 0:
+        raise _undecodable(error, param) from error
+    if filled == 0:
         raise InvalidRequest(f"{param}: the audio has no samples", param=param)
-    if source_rate != rate:
-        mono = soxr.resample(mono, source_rate, rate, quality="HQ")
-    return np.ascontiguousarray(mono, dtype=np.float32)
+    return out[:filled]
 
 
 def audio_seconds(samples: Samples, rate: int) -> float:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,8 +121,8 @@ class ImageGenServable(PipelineServable):
     # ------------------------------------------------------------------------------ loading
 
     def _adapter_config(self) -> Any:
-        """Every adapter, compiled in: FUSE merged, STATIC fixed, DYNAMIC at alpha 0 until a
-        request names it."""
+        """Every adapter, compiled in at its alpha: FUSE merged into the weights, STATIC fixed,
+        DYNAMIC set per request (_request_adapters)."""
         genai = _genai()
         config = self.config
         if not config.adapters:
@@ -240,13 +240,16 @@ class ImageGenServable(PipelineServable):
 
     def _fit(self, request: ImageRequest) -> Resolution | None:
         """The size to generate: the request's, which must be a multiple of the VAE's scale;
-        for an edit that names none, its image's size rounded down to one (the image and mask
-        are resized to match)."""
+        for an edit that names none, its image's size, scaled down to fit max_resolution and
+        rounded down to that multiple (the image and mask are resized to match)."""
         size, scale = request.size, self.scale
         if size is None:
             if request.image is None:
                 return None  # the model's own
             height, width = request.image.shape[:2]
+            limit = self.config.max_resolution
+            shrink = min(1.0, limit.width / width, limit.height / height)
+            width, height = int(width * shrink), int(height * shrink)
             return Resolution(
                 max(scale, width - width % scale), max(scale, height - height % scale)
             )
@@ -309,14 +312,14 @@ class ImageGenServable(PipelineServable):
         encoded = self.tokenizer.encode(request.prompt)
         return int(encoded.attention_mask.data.sum())
 
-    async def generate(
+    def generate(
         self, request: ImageRequest
-    ) -> AsyncIterator[PartialImage | Finished[GeneratedImages]]:
+    ) -> AsyncGenerator[PartialImage | Finished[GeneratedImages], None]:
         """Previews as they are decoded (a stream with partial_images), then the images."""
         pipe = self._pipeline(request)
         size = self._fit(request)
         options = self._options(request, size)
-        inputs = self._inputs(request, size)
+        self.runner.admit()  # a full queue refuses now, not after the request's turn
         logger.debug(
             "%s: %s, %d image(s), %d steps, size %s",
             self.name,
@@ -353,6 +356,7 @@ class ImageGenServable(PipelineServable):
                     return True
                 return False
 
+            inputs = self._inputs(request, size)  # resizing takes a while: on this thread
             try:
                 tensor = pipe.generate(request.prompt, *inputs, callback=callback, **options)
             except RuntimeError as error:
@@ -371,5 +375,4 @@ class ImageGenServable(PipelineServable):
             ]
             return GeneratedImages(images, Usage(self._prompt_tokens(request)))
 
-        async for item in self.runner.stream(work):
-            yield item
+        return self.runner.stream(work)

@@ -4,7 +4,9 @@ openvino-genai's image generation, speech-to-text and text-to-speech pipelines t
 every core per request and release the GIL inside `generate()`, so they run in the server's
 process on a thread of their own (unlike the LLM engine, whose `step()` holds the GIL and lives
 in a worker process). One thread per pipeline: a pipeline instance runs one request at a time
-(OVMS serialises them the same way), and two requests at once would only share the same cores.
+(two at once on one instance corrupt each other in openvino-genai 2026.4, and its Python API has
+no `clone()`; OVMS runs text-to-image requests on clones in parallel, which on a CPU only share
+the same cores, and serialises inpainting and LoRA requests as this does).
 
 Requests beyond the one running wait in a queue bounded by `admission` (the server sets
 `max_queued` from `--max_queued_requests`); past it they are refused with ServableBusy (503 with
@@ -24,7 +26,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -133,6 +135,7 @@ class PipelineRunner:
         self.in_flight = 0  # admitted jobs whose work has not ended (the one running included)
         self._jobs: set[Job[Any]] = set()
         self._executor: ThreadPoolExecutor | None = None
+        self._stopping = False  # stop() cancelled the jobs, not their clients
 
     def start(self) -> None:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"{self.kind}-{self.name}")
@@ -140,6 +143,7 @@ class PipelineRunner:
     async def stop(self) -> None:
         """Cancel every job and wait for the running one to reach a step where it stops."""
         executor, self._executor = self._executor, None
+        self._stopping = True
         for job in self._jobs:
             job.cancel()
         if executor is not None:
@@ -149,6 +153,11 @@ class PipelineRunner:
     def queued(self) -> int:
         return self.admission.queued(self.in_flight)
 
+    def admit(self) -> None:
+        """Raise ServableBusy now if a new job would be refused: before a request's own
+        preparation (decoding an upload), not only when its job is submitted."""
+        self.admission.check(self.in_flight)
+
     async def run(self, work: Callable[[Job[Any]], R]) -> R:
         """Run `work` and return its result (for work that emits nothing)."""
         async for item in self.stream(work):
@@ -157,7 +166,7 @@ class PipelineRunner:
                 return result
         raise AssertionError("a job's stream ends with its result")  # pragma: no cover
 
-    async def stream(self, work: Callable[[Job[E]], R]) -> AsyncIterator[E | Finished[R]]:
+    async def stream(self, work: Callable[[Job[E]], R]) -> AsyncGenerator[E | Finished[R], None]:
         """The events `work` emits as it runs, then `Finished(result)`; the work's exception
         is raised in its place. Leaving the iteration early (a disconnect, a cancelled
         request) cancels the job; its slot frees once the thread has stopped it."""
@@ -195,8 +204,13 @@ class PipelineRunner:
                 yield item
             try:
                 result = future.result()
-            except JobCancelled:
+            except JobCancelled as error:
                 stats.cancelled += 1
+                if self._stopping:  # the client is still there: a retry may find a server
+                    raise ServableNotReady(
+                        f"Model {self.name} was unloaded while the request ran; retry",
+                        retry_after=1.0,
+                    ) from error
                 raise
             except BaseException:
                 stats.failures += 1

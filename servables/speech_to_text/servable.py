@@ -13,14 +13,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from servables.audio.codec import AudioLimits, Samples, audio_seconds, decode_audio
+from servables.audio.codec import (
+    AudioLimits,
+    Samples,
+    audio_seconds,
+    decode_audio,
+    probe_audio,
+)
 from servables.errors import InvalidRequest, ServableLoadError, readable_message
 from servables.pipelines.runner import Finished, Job
 from servables.pipelines.servable import PipelineServable
@@ -97,27 +103,37 @@ class TranscriptionServable(PipelineServable):
 
     async def transcribe(
         self, request: TranscriptionRequest
-    ) -> AsyncIterator[str | Finished[Transcript]]:
-        """Text pieces as they are decoded (when the request streams), then the transcript."""
+    ) -> AsyncGenerator[str | Finished[Transcript], None]:
+        """Text pieces as they are decoded (when the request streams), then the transcript.
+        The upload's header is checked now; its samples are decoded on the pipeline's thread
+        when the request's turn comes, so waiting requests hold only their uploads."""
         options = self._options(request)
+        self.runner.admit()  # a full queue refuses before any work
         limit = self.audio_limits.max_seconds
-        samples = await asyncio.to_thread(
-            decode_audio, request.audio.data, SAMPLE_RATE, max_seconds=limit
+        header = await asyncio.to_thread(probe_audio, request.audio.data, max_seconds=limit)
+        logger.debug(
+            "%s: %.1f s of %s audio, %s", self.name, header.seconds, header.format, options
         )
-        duration = audio_seconds(samples, SAMPLE_RATE)
-        logger.debug("%s: %.1f s of audio, %s", self.name, duration, options)
 
         def work(job: Job[str]) -> Transcript:
+            samples = decode_audio(request.audio.data, SAMPLE_RATE, max_seconds=limit)
+
             def streamer(piece: str) -> bool:
-                job.step()
-                if request.stream and piece:
-                    job.emit(piece)
+                # An exception here would be printed and swallowed by openvino-genai, and with
+                # it the stop signal: nothing may escape.
+                try:
+                    job.step()
+                    if request.stream and piece:
+                        job.emit(piece)
+                except Exception:  # the loop is gone (shutdown): stop
+                    logger.debug("streamer failed", exc_info=True)
+                    return True
                 return job.cancelled  # True stops the generation
 
+            duration = audio_seconds(samples, SAMPLE_RATE)
             return self._run(samples, options, streamer, job, request, duration)
 
-        async for item in self.runner.stream(work):
-            yield item
+        return self.runner.stream(work)
 
     def _reset(self) -> None:
         """A generate() that failed midway leaves decoder state behind that spoils the next

@@ -20,6 +20,9 @@ from servables.errors import InvalidRequest
 from servables.request_fields import RequestFields
 
 MAX_INPUT = 4096  # characters, OpenAI's limit
+# Characters spoken in one pipeline call at most: SpeechT5 reads 600 positions (its tokens are
+# characters); a longer sentence fails inside OpenVINO.
+MAX_PIECE = 400
 IGNORED = ("instructions",)
 # Sentence ends: the text is spoken one sentence per pipeline call (also what a stream sends).
 # Chinese and Japanese put no space after their full stops.
@@ -88,10 +91,20 @@ def parse_speech(body: Any, name: str, speed_range: tuple[float, float]) -> Spee
     )
 
 
-def sentences(text: str) -> list[str]:
-    """`text` cut after each sentence (the pieces keep their words; empty ones dropped)."""
+def sentences(text: str, longest: int = MAX_PIECE) -> list[str]:
+    """`text` cut after each sentence (the pieces keep their words; empty ones dropped), and a
+    sentence longer than `longest` characters cut again after a comma or a space, so no piece
+    exceeds what the model reads at once."""
     pieces = [piece.strip() for piece in _SENTENCE_END.split(text)]
-    return [piece for piece in pieces if piece] or [text]
+    result = []
+    for piece in pieces:
+        while len(piece) > longest:
+            cut = max(piece.rfind(", ", 0, longest), piece.rfind(" ", 0, longest))
+            cut = cut + 1 if cut > 0 else longest
+            result.append(piece[:cut].strip())
+            piece = piece[cut:].strip()
+        result.append(piece)
+    return [piece for piece in result if piece] or [text]
 
 
 def delta_event(audio_base64: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ model takes (SpeechT5: 512 values), from the graph's `voices` and the model's `v
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,9 +129,10 @@ class SpeechServable(PipelineServable):
             )
         return voice
 
-    async def speak(self, request: SpeechRequest) -> AsyncIterator[SpokenSentence | Finished[int]]:
+    def speak(self, request: SpeechRequest) -> AsyncGenerator[SpokenSentence | Finished[int], None]:
         """Each sentence's audio as it is spoken, then Finished(the number of sentences)."""
         voice = self._voice(request)
+        self.runner.admit()
         pieces = sentences(request.text)
         options: dict[str, Any] = {"speed": request.speed}
         if request.language:
@@ -152,5 +153,4 @@ class SpeechServable(PipelineServable):
                 job.emit(SpokenSentence(samples.reshape(-1), int(result.output_sample_rate)))
             return len(pieces)
 
-        async for item in self.runner.stream(work):
-            yield item
+        return self.runner.stream(work)

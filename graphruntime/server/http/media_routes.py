@@ -30,7 +30,7 @@ from graphruntime.server.http.openai_routes import (
 from graphruntime.server.http.state import STATE
 from servables.errors import InvalidRequest
 from servables.openai.stream_failure import EventStreamFailure
-from servables.request_fields import Form
+from servables.request_fields import Form, RequestFields
 
 PREFIXES = ("/v3", "/v1", "/v3/v1")
 JSON_PATHS = ("/images/generations", "/audio/speech")
@@ -69,8 +69,10 @@ async def form_route(request: web.Request) -> web.StreamResponse:
     models = [value for value in form.get("model", []) if isinstance(value, str) and value]
     if not models:
         raise InvalidRequest("model field is missing in multipart body", param="model")
-    streams = [value for value in form.get("stream", []) if isinstance(value, str)]
-    stream = bool(streams) and streams[-1].lower() == "true"
+    try:  # read as the calculators read it, so both agree on whether the answer streams
+        stream = bool(RequestFields(form=form).boolean("stream"))
+    except InvalidRequest:
+        stream = False  # the calculator refuses the field with its own message
     return await _run(request, models[-1], (b"", None, form), stream)
 
 

@@ -8,6 +8,9 @@ UTF-8; file parts (those with a filename) keep their bytes and content type.
 
 from __future__ import annotations
 
+import binascii
+import zlib
+
 from aiohttp import BodyPartReader, web
 
 from graphruntime.server.errors import RequestTooLarge
@@ -53,7 +56,12 @@ async def read_form(request: web.Request, limit: int) -> Form:
                     param=name or None,
                 )
             data.extend(chunk)
-        decoded = part.decode(bytes(data))
+        try:  # a Content-Transfer-Encoding (base64, quoted-printable) or compression
+            decoded = part.decode(bytes(data))
+        except (RuntimeError, ValueError, binascii.Error, zlib.error) as error:
+            raise InvalidRequest(
+                f"Failed to parse multipart data: {name or 'a part'}: {error}", param=name or None
+            ) from error
         value: FormValue
         if part.filename is not None:
             content_type = part.headers.get("Content-Type", "application/octet-stream")

@@ -230,12 +230,15 @@ def model_entry(name: str, created: float) -> dict[str, Any]:
 
 async def list_models(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    data = [
-        model_entry(name, servable.loaded_at or state.started_at)
-        for servable_name, servable in sorted(state.repository.servables.items())
-        if servable.available
-        for name in (servable_name, *servable.aliases)
-    ]
+    names: dict[str, float] = {}  # a name once: a graph's own before another's alias
+    for name, servable in sorted(state.repository.servables.items()):
+        if servable.available:
+            names[name] = servable.loaded_at or state.started_at
+    for servable in state.repository.servables.values():
+        if servable.available:
+            for alias in servable.aliases:
+                names.setdefault(alias, servable.loaded_at or state.started_at)
+    data = [model_entry(name, created) for name, created in names.items()]
     return web.json_response({"object": "list", "data": data})
 
 

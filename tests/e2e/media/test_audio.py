@@ -237,3 +237,39 @@ def test_bad_speech_requests_are_400(
     error = response.json()["error"]
     assert error["param"] == param
     assert message in error["message"]
+
+
+def test_a_form_says_stream_as_the_calculator_reads_it(
+    media_server: ExactServer, audio: Audio
+) -> None:
+    """`stream=1` streams (the route and the calculator read the field alike)."""
+    wav = audio.wav(audio.speech_like(1.0, seed=12))
+    with (
+        media_server.http() as http,
+        http.stream(
+            "POST",
+            "/v3/audio/transcriptions",
+            data={"model": WHISPER_MODEL, "stream": "1"},
+            files={"file": ("a.wav", wav, "audio/wav")},
+        ) as response,
+    ):
+        assert response.headers["content-type"].startswith("text/event-stream")
+        frames = [line for line in response.iter_lines() if line.startswith("data: ")]
+    assert json.loads(frames[-1][len("data: ") :])["type"] == "transcript.text.done"
+
+
+def test_a_malformed_form_part_is_400(media_server: ExactServer) -> None:
+    body = (
+        b'--B\r\nContent-Disposition: form-data; name="model"\r\n\r\n'
+        + WHISPER_MODEL.encode()
+        + b'\r\n--B\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\n'
+        b"Content-Transfer-Encoding: base64\r\n\r\n%%%not base64%%%\r\n--B--\r\n"
+    )
+    with media_server.http() as http:
+        response = http.post(
+            "/v3/audio/transcriptions",
+            content=body,
+            headers={"Content-Type": "multipart/form-data; boundary=B"},
+        )
+    assert response.status_code == 400, response.text
+    assert "Failed to parse multipart data" in response.json()["error"]["message"]

@@ -41,8 +41,6 @@ def test_image_flags_shape_the_generated_graph(
         "2",
         "--max_num_inference_steps",
         "3",
-        "--default_resolution",
-        "32x32",
         "--max_resolution",
         "128x128",
         "--max_num_images_per_prompt",
@@ -59,8 +57,18 @@ def test_image_flags_shape_the_generated_graph(
             "/v3/images/generations", json={"model": "sd", "prompt": "x", "size": "256x256"}
         )
         too_many = http.post("/v3/images/generations", json={"model": "sd", "prompt": "x", "n": 3})
+        buffer = io.BytesIO()
+        Image.new("RGB", (400, 200), "teal").save(buffer, format="PNG")
+        edit = http.post(
+            "/v3/images/edits",
+            data={"model": "sd", "prompt": "x"},
+            files={"image": ("big.png", buffer.getvalue(), "image/png")},
+        )
+    # An edit without a size keeps its image's shape, scaled down into --max_resolution.
+    edited = Image.open(io.BytesIO(base64.b64decode(edit.json()["data"][0]["b64_json"])))
+    assert edited.size == (128, 64)
     image = Image.open(io.BytesIO(base64.b64decode(ok.json()["data"][0]["b64_json"])))
-    assert image.size == (32, 32)
+    assert image.size == (64, 64)  # the model's own
     assert "maxNumInferenceSteps: 3" in too_many_steps.json()["error"]["message"]
     assert "maximum resolution 128x128" in too_big.json()["error"]["message"]
     assert "maxNumImagesPerPrompt: 2" in too_many.json()["error"]["message"]

@@ -292,7 +292,7 @@ def test_the_models_directory_must_hold_model_index(graph_dir: Path) -> None:
 
 @pytest.fixture
 def speech_dir(tmp_path: Path) -> Path:
-    (tmp_path / "openvino_tokenizer.xml").write_text("")
+    (tmp_path / "config.json").write_text("{}")
     return tmp_path
 
 

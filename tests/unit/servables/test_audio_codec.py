@@ -242,3 +242,23 @@ def test_opus_uses_a_rate_opus_has(rate: int, expected: int) -> None:
     assert sound.samplerate == expected
     assert abs(len(decoded) - len(tone) * expected / rate) <= 2
     assert peak_hz(decoded, expected) == pytest.approx(440, abs=2)
+
+
+def test_containers_beyond_the_four_are_refused_from_the_header() -> None:
+    """libsndfile reads AIFF, CAF, VOC...: those parsers never see client bytes."""
+    buffer = io.BytesIO()
+    soundfile.write(buffer, np.zeros(1600, np.float32), 16_000, format="AIFF")
+    with pytest.raises(InvalidRequest, match="AIFF audio is not taken") as raised:
+        decode_audio(buffer.getvalue(), 16_000)
+    assert raised.value.param == "file"
+
+
+def test_memory_follows_the_models_rate_not_the_sources() -> None:
+    """A small FLAC of 384 kHz silence decodes into the model's 16 kHz samples directly (an
+    array of the duration at 16 kHz, never the source's 24x larger one)."""
+    buffer = io.BytesIO()
+    soundfile.write(buffer, np.zeros(384_000 * 20, np.float32), 384_000, format="FLAC")
+    assert len(buffer.getvalue()) < 200_000
+    samples = decode_audio(buffer.getvalue(), 16_000)
+    assert abs(len(samples) - 16_000 * 20) < 100
+    assert samples.dtype == np.float32 and not samples.any()

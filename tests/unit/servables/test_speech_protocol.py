@@ -168,3 +168,13 @@ def test_stream_events() -> None:
     done = done_event(42)
     assert done["usage"] == {"input_tokens": 42, "output_tokens": 0, "total_tokens": 42}
     assert_schema_valid("SpeechAudioDoneEvent", done)
+
+
+def test_a_sentence_longer_than_the_model_reads_is_cut_at_a_space() -> None:
+    """SpeechT5 reads 600 characters at once: a long sentence without punctuation would fail
+    inside OpenVINO, so it is spoken in pieces cut between words."""
+    words = " ".join(f"word{i}" for i in range(200))  # ~1,300 characters, no full stop
+    pieces = sentences(words, longest=400)
+    assert all(len(piece) <= 400 for piece in pieces) and len(pieces) == 4
+    assert " ".join(pieces) == words  # every word kept, none split
+    assert sentences("x" * 900, longest=400) == ["x" * 400, "x" * 400, "x" * 100]

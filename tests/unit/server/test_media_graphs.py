@@ -187,7 +187,7 @@ def test_text2speech_graph(tmp_path: Path) -> None:
         ("bo", "bo.bin"),
     ]
     assert (options.speed_min, options.speed_max) == (0.25, 4.0)
-    (tmp_path / "openvino_tokenizer.xml").write_text("")
+    (tmp_path / "config.json").write_text("{}")
     config = t2s_config(options, tmp_path, "tts")
     assert config.voices == {
         "ana": (tmp_path / "voices" / "ana.bin").resolve(),
