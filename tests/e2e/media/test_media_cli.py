@@ -84,7 +84,7 @@ def test_speech_to_text_is_inferred_and_streams(
     word_timestamps: bool,
 ) -> None:
     model = without_graph(media_models["whisper"], tmp_path / "whisper")
-    args = ["--model_path", str(model), "--model_name", "whisper"]
+    args = ["--model_path", str(model), "--model_name", "whisper", "--max_audio_seconds", "2"]
     if word_timestamps:
         args.append("--enable_word_timestamps")
     wav = audio.wav(audio.speech_like(1.0, seed=9))
@@ -101,6 +101,14 @@ def test_speech_to_text_is_inferred_and_streams(
                 data={"model": "whisper", "timestamp_granularities[]": "word"},
                 files={"file": ("a.wav", wav, "audio/wav")},
             )
+            long_wav = audio.wav(audio.speech_like(3.0, seed=1))
+            too_long = http.post(
+                "/v3/audio/transcriptions",
+                data={"model": "whisper"},
+                files={"file": ("long.wav", long_wav, "audio/wav")},
+            )
     assert words.status_code == (200 if word_timestamps else 400), words.text
     if word_timestamps:
         assert len(words.json()["words"]) > 0
+    assert too_long.status_code == 400
+    assert "longer than the limit of 2 s" in too_long.json()["error"]["message"]
