@@ -60,7 +60,7 @@ from graphruntime.server.graph_export import (  # noqa: E402
     TextGenerationSettings,
     text_generation_graph,
 )
-from servables.text_to_speech.protocol import sentences  # noqa: E402
+from servables.text.sentences import sentences  # noqa: E402
 
 PROPERTIES = {"NUM_STREAMS": "1"}
 SENTENCES = (

@@ -11,8 +11,9 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 from calculators.llm.http_llm import request_body
 from calculators.llm.payload import HttpPayload
+from calculators.node_resources import node_servable
 from graphruntime import Calculator, CalculatorContext, CalculatorContract
-from servables.errors import InvalidRequest, ServableError
+from servables.errors import InvalidRequest
 from servables.openai.tokenize import TokenizeRequest, tokenize_reply
 
 REQUEST = "REQUEST_PAYLOAD"
@@ -50,13 +51,7 @@ class EncoderCalculator(Calculator):
 
     def find_servable(self, cc: CalculatorContext, kind: type[S]) -> S:
         """This node's servable, from the resources side packet."""
-        servables = cc.input_side_packets[self.resources].payload
-        servable = servables.get(cc.node_name) if isinstance(servables, dict) else None
-        if not isinstance(servable, kind):
-            raise ServableError(
-                f"Could not find initialized {self.kind} node named: {cc.node_name}"
-            )
-        return servable
+        return node_servable(cc, self.resources, kind, self.kind)
 
     async def process(self, cc: CalculatorContext) -> None:
         packet = cc.inputs[REQUEST]

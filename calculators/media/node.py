@@ -20,9 +20,10 @@ from contextlib import aclosing
 from typing import Any, ClassVar
 
 from calculators.llm.payload import HttpPayload, HttpReply
+from calculators.node_resources import node_servable
 from graphruntime import Calculator, CalculatorContext, CalculatorContract
 from graphruntime._proto.stream_handler_options_pb2 import SyncSetInputStreamHandlerOptions
-from servables.errors import InvalidRequest, ServableError
+from servables.errors import InvalidRequest
 
 REQUEST = "HTTP_REQUEST_PAYLOAD"
 RESPONSE = "HTTP_RESPONSE_PAYLOAD"
@@ -57,13 +58,7 @@ class MediaCalculator(Calculator):
             raise ValueError(f"node_options must carry {cls.options_type.DESCRIPTOR.full_name}")
 
     def open(self, cc: CalculatorContext) -> None:
-        servables = cc.input_side_packets[self.resources].payload
-        servable = servables.get(cc.node_name) if isinstance(servables, dict) else None
-        if not isinstance(servable, self.servable_type):
-            raise ServableError(
-                f"Could not find initialized {self.kind} node named: {cc.node_name}"
-            )
-        self.servable: Any = servable
+        self.servable: Any = node_servable(cc, self.resources, self.servable_type, self.kind)
         self.loopback = cc.outputs.has_tag(LOOPBACK)
         self.chunks: AsyncGenerator[Chunk, None] | None = None
         self.payload: HttpPayload | None = None

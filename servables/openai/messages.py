@@ -67,6 +67,12 @@ def _content_of_parts(parts: list[Any], index: int, images: list[ImageInput]) ->
             url = _image_url(part, index, position)
             pieces.append(f"{IMAGE_TAG_PREFIX}{len(images)}>")
             images.append(ImageInput(url, f"messages[{index}].content[{position}].image_url.url"))
+        elif kind == "input_audio":
+            raise InvalidRequest(
+                "This model reads text and images only: input_audio parts need a graph that "
+                "transcribes them (a ChatTranscriptionCalculator node, see examples/voice_chat)",
+                param=f"messages[{index}].content[{position}]",
+            )
         else:
             raise InvalidRequest(
                 f"Unsupported content type: {kind!r}", param=f"messages[{index}].content"

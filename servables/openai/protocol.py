@@ -360,6 +360,13 @@ def parse_request(body: Any, endpoint: Endpoint, limits: Limits) -> GenerationRe
         stream = False
     if not isinstance(stream, bool):
         raise InvalidRequest("Stream is not bool", param="stream")
+    modalities = body.get("modalities")
+    if isinstance(modalities, list) and "audio" in modalities:
+        raise InvalidRequest(
+            "This model answers in text only: a spoken answer needs a graph with a "
+            "text-to-speech node (see examples/voice_chat)",
+            param="modalities",
+        )
     include_usage = _stream_options(body, stream)
     sampling = _sampling(body, endpoint, stream, limits)
     request = GenerationRequest(endpoint, model, stream, include_usage, sampling)

@@ -11,7 +11,6 @@ prompt for voices that take one) is accepted and unused: SpeechT5 and Kokoro tak
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,13 +19,7 @@ from servables.errors import InvalidRequest
 from servables.request_fields import RequestFields
 
 MAX_INPUT = 4096  # characters, OpenAI's limit
-# Characters spoken in one pipeline call at most: SpeechT5 reads 600 positions (its tokens are
-# characters); a longer sentence fails inside OpenVINO.
-MAX_PIECE = 400
 IGNORED = ("instructions",)
-# Sentence ends: the text is spoken one sentence per pipeline call (also what a stream sends).
-# Chinese and Japanese put no space after their full stops.
-_SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+|(?<=[\u3002\uff01\uff1f])\s*|\n+")
 
 
 @dataclass
@@ -89,22 +82,6 @@ def parse_speech(body: Any, name: str, speed_range: tuple[float, float]) -> Spee
         language=language,
         stream=stream_format == "sse",
     )
-
-
-def sentences(text: str, longest: int = MAX_PIECE) -> list[str]:
-    """`text` cut after each sentence (the pieces keep their words; empty ones dropped), and a
-    sentence longer than `longest` characters cut again after a comma or a space, so no piece
-    exceeds what the model reads at once."""
-    pieces = [piece.strip() for piece in _SENTENCE_END.split(text)]
-    result = []
-    for piece in pieces:
-        while len(piece) > longest:
-            cut = max(piece.rfind(", ", 0, longest), piece.rfind(" ", 0, longest))
-            cut = cut + 1 if cut > 0 else longest
-            result.append(piece[:cut].strip())
-            piece = piece[cut:].strip()
-        result.append(piece)
-    return [piece for piece in result if piece] or [text]
 
 
 def delta_event(audio_base64: str) -> dict[str, Any]:

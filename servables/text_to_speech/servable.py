@@ -26,7 +26,8 @@ from servables.audio.codec import Samples
 from servables.errors import InvalidRequest, ServableLoadError, readable_message
 from servables.pipelines.runner import Finished, Job
 from servables.pipelines.servable import PipelineServable
-from servables.text_to_speech.protocol import SpeechRequest, sentences
+from servables.text.sentences import sentences
+from servables.text_to_speech.protocol import SpeechRequest
 
 logger = logging.getLogger(__name__)
 
@@ -117,21 +118,22 @@ class SpeechServable(PipelineServable):
             values = read_embedding(path, size)
             self.voices[name] = openvino.Tensor(np.ascontiguousarray(values.reshape(shape)))
 
-    def _voice(self, request: SpeechRequest) -> Any:
-        if request.voice is None:
+    def voice(self, name: str | None, param: str = "voice") -> Any:
+        """The speaker embedding of voice `name` (None: the model's default), or InvalidRequest
+        naming `param` for a voice the model was not loaded with."""
+        if name is None:
             return None
-        voice = self.voices.get(request.voice)
+        voice = self.voices.get(name)
         if voice is None:
             known = ", ".join(sorted(self.voices)) or "none"
             raise InvalidRequest(
-                f"Requested voice '{request.voice}' not found in available voices ({known})",
-                param="voice",
+                f"Requested voice '{name}' not found in available voices ({known})", param=param
             )
         return voice
 
     def speak(self, request: SpeechRequest) -> AsyncGenerator[SpokenSentence | Finished[int], None]:
         """Each sentence's audio as it is spoken, then Finished(the number of sentences)."""
-        voice = self._voice(request)
+        voice = self.voice(request.voice)
         self.runner.admit()
         pieces = sentences(request.text)
         options: dict[str, Any] = {"speed": request.speed}

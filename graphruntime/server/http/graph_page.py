@@ -216,11 +216,19 @@ def _number(version: Any) -> int:
 
 def _node_details(servable: GraphServable) -> dict[str, Any]:
     """Per calculator (by config index): name, calculator and its node config as pbtxt."""
-    assert servable.graph is not None
-    proto = servable.graph.config.proto
+    graph = servable.graph
+    assert graph is not None
     details: dict[str, Any] = {}
-    for spec in servable.graph.nodes:
-        node = proto.node[spec.config_index]
+    for spec in graph.nodes:
+        node = type(graph.config.proto.node[0])()
+        node.CopyFrom(graph.config.proto.node[spec.config_index])
+        # Options of types unknown when the file was parsed are kept aside as text (config.py):
+        # shown decoded with the calculator's options type, not as an empty block.
+        options_type = getattr(spec.calculator, "options_type", None)
+        decoded = graph.node_options(spec, options_type) if options_type else None
+        if decoded is not None and graph.config.opaque_options("node", spec.config_index):
+            del node.node_options[:]
+            node.node_options.add().Pack(decoded)
         details[str(spec.config_index)] = {
             "name": spec.name,
             "calculator": spec.calculator_name,

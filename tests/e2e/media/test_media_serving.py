@@ -161,6 +161,7 @@ def test_the_graph_page_shows_the_pipeline(media_server: ExactServer) -> None:
     pipeline = stats["pipelines"]["ImageGenExecutor"]
     assert pipeline["requests"] >= 1 and pipeline["steps"] > 0
     assert 'data-line="2"' in page  # room for the pipeline's line in the node's box
+    assert "models_path" in page  # the node's options shown decoded, not as an empty block
 
 
 @pytest.mark.system

@@ -307,16 +307,23 @@ def test_text_part_without_text(part: dict[str, Any]) -> None:
     )
 
 
-@pytest.mark.parametrize(
-    ("part", "shown"),
-    [({"type": "input_audio"}, "'input_audio'"), ({"text": "a"}, "None"), ({"type": 3}, "3")],
-)
+@pytest.mark.parametrize(("part", "shown"), [({"text": "a"}, "None"), ({"type": 3}, "3")])
 def test_unsupported_content_part(part: dict[str, Any], shown: str) -> None:
     assert_refused(
         chat(messages=[{"role": "user", "content": [part]}]),
         f"Unsupported content type: {shown}",
         "messages[0].content",
     )
+
+
+def test_audio_needs_a_graph_with_speech_nodes() -> None:
+    """A plain LLM graph neither hears input_audio nor speaks: each says where to look."""
+    heard = refused(chat(messages=[{"role": "user", "content": [{"type": "input_audio"}]}]))
+    assert "input_audio parts need a graph that transcribes them" in heard.message
+    assert heard.param == "messages[0].content[0]"
+    spoken = refused(chat(modalities=["text", "audio"], audio={"voice": "a", "format": "wav"}))
+    assert "a spoken answer needs a graph with a text-to-speech node" in spoken.message
+    assert spoken.param == "modalities"
 
 
 @pytest.mark.parametrize(

@@ -11,13 +11,13 @@ import pytest
 
 from servables.audio.codec import OUTPUT_FORMATS
 from servables.errors import InvalidRequest
+from servables.text.sentences import SentenceBuffer, sentences
 from servables.text_to_speech.protocol import (
     MAX_INPUT,
     SpeechRequest,
     delta_event,
     done_event,
     parse_speech,
-    sentences,
 )
 from tests.unit.servables.test_image_gen_protocol import assert_schema_valid
 
@@ -178,3 +178,24 @@ def test_a_sentence_longer_than_the_model_reads_is_cut_at_a_space() -> None:
     assert all(len(piece) <= 400 for piece in pieces) and len(pieces) == 4
     assert " ".join(pieces) == words  # every word kept, none split
     assert sentences("x" * 900, longest=400) == ["x" * 400, "x" * 400, "x" * 100]
+
+
+def test_a_stream_of_pieces_gives_the_same_sentences() -> None:
+    """SentenceBuffer on an LLM's stream: a sentence comes out once what follows its end has
+    arrived (so "3.5" is never cut), and the whole stream gives what sentences() gives."""
+    text = "It costs 3.5 dollars. Really? Yes!\nNew line here. And the end"
+    buffer = SentenceBuffer()
+    spoken: list[str] = []
+    for start in range(0, len(text), 3):
+        spoken += buffer.feed(text[start : start + 3])
+    assert "It costs 3." not in spoken
+    spoken += buffer.flush()
+    assert spoken == sentences(text)
+    assert SentenceBuffer().feed("No end yet") == []
+
+
+def test_a_stream_without_sentence_ends_is_cut_to_the_models_length() -> None:
+    buffer = SentenceBuffer(longest=20)
+    out = buffer.feed("word " * 10)
+    assert out and all(len(piece) <= 20 for piece in out)
+    assert " ".join(out + buffer.flush()).split() == ["word"] * 10
