@@ -41,6 +41,7 @@ from calculators.llm.llm_calculator_pb2 import LLMCalculatorOptions
 from calculators.llm.media import MEDIA_POLICY
 from calculators.llm.payload import HttpPayload
 from calculators.llm.resources import build_llm_servable
+from calculators.node_resources import node_servable
 from graphruntime import Calculator, CalculatorContext, CalculatorContract, register_calculator
 from graphruntime._proto.stream_handler_options_pb2 import SyncSetInputStreamHandlerOptions
 from graphruntime.resources import ResourceFactory
@@ -141,11 +142,7 @@ class HttpLLMCalculator(Calculator):
             raise ValueError("node_options must carry mediapipe.LLMCalculatorOptions")
 
     def open(self, cc: CalculatorContext) -> None:
-        servables = cc.input_side_packets[RESOURCES].payload
-        servable = servables.get(cc.node_name) if isinstance(servables, dict) else None
-        if not isinstance(servable, LLMServable):
-            raise ServableError(f"Could not find initialized LLM node named: {cc.node_name}")
-        self.servable = servable
+        self.servable = node_servable(cc, RESOURCES, LLMServable, "LLM")
         self.timestamp = 0
         self.events: AsyncIterator[GenerationEvent] | None = None
         self.builder: ResponseBuilder | None = None

@@ -14,14 +14,18 @@ A text answer (AUDIO_REPLY None) passes through as the LLM node sent it. A spoke
 
 * streaming: the LLM's frames go out as they come (text deltas as generated), and each spoken
   sentence as a chunk of its own, `delta.audio` {id, data, transcript} (data: that sentence in
-  the asked format; `pcm16` chunks concatenate into one stream), as soon as it is spoken; the
-  LLM's `[DONE]` is held back until the last sentence has gone out;
+  the asked format, `pcm16` chunks concatenating into one stream; the transcripts concatenate
+  into the text, white space included), as soon as it is spoken; the chunks that end the LLM's
+  stream (its finish_reason, usage, an error frame, `[DONE]`) are held back until the last
+  sentence has gone out, so the stream still ends as OpenAI's do;
 * unary: the LLM's body once every sentence is spoken, with OpenAI's `message.audio` {id, data
-  (the whole answer), transcript, expires_at} (the text stays in `content`).
+  (the whole answer), transcript, expires_at} (the text stays in `content`; `audio` is null
+  when there was nothing to speak: a tool call, an empty answer).
 
-Nothing goes out before the speech node has taken the first batch (it checks the voice then),
-so an unknown voice is an ordinary 400. The output's timestamps are this node's own count: the
-two inputs interleave as they come (the Immediate handler), and packets must leave in order.
+Nothing goes out before the speech node has taken the first batch (it checks the voice then, if
+AUDIO_REPLY did not reach it before), so an unknown voice is an ordinary 400. The output's
+timestamps are this node's own count: the inputs interleave as they come (the Immediate
+handler), and packets must leave in order.
 """
 
 from __future__ import annotations
@@ -33,12 +37,7 @@ import numpy as np
 from calculators.voice.packets import SSE_DONE, ChatChunk, SpokenBatch
 from graphruntime import Calculator, CalculatorContext, CalculatorContract, register_calculator
 from servables.audio.codec import encode_audio
-from servables.openai.audio_chat import (
-    AudioReply,
-    answer_audio,
-    audio_chunk,
-    closing_chunks,
-)
+from servables.openai.audio_chat import AudioReply, answer_audio, audio_chunk, closing_chunks
 from servables.openai.responses import dumps, sse_frame
 
 CHUNK = "CHUNK"
@@ -60,14 +59,17 @@ class ChatAudioReplyCalculator(Calculator):
 
     def open(self, cc: CalculatorContext) -> None:
         self.reply: Any = _UNKNOWN
-        self.waiting: list[bytes] = []  # text frames held until the voice is known to be good
+        self.early: list[Any] = []  # LLM packets that came before AUDIO_REPLY
+        self.held: list[bytes] = []  # text frames until the speech node has taken a batch
+        self.closing: list[dict[str, Any]] = []  # what ends the stream: after the speech
         self.spoken = False  # the speech node has taken its first batch
-        self.text_done = self.speech_done = False
+        self.text_done = self.speech_done = self.answered = self.failed = False
         self.body: dict[str, Any] | None = None  # a unary answer, until it is spoken
         self.envelope: dict[str, Any] = {}  # the stream's id, created, model
-        self.closing: list[dict[str, Any]] = []  # the finish and usage chunks
         self.samples: list[Any] = []
-        self.rate = 16_000
+        self.rate = 0
+        self.text = ""  # the answer's text so far (a stream)
+        self.said = 0  # where the last spoken sentence ended in it
         self.timestamp = 0
 
     def _emit(self, cc: CalculatorContext, payload: Any) -> None:
@@ -77,79 +79,95 @@ class ChatAudioReplyCalculator(Calculator):
     def process(self, cc: CalculatorContext) -> None:
         if not cc.inputs[AUDIO_REPLY].is_empty():
             self.reply = cc.inputs[AUDIO_REPLY].payload
-            held, self.waiting = self.waiting, []
-            for chunk in held:
-                self._chunk(cc, chunk)
+            early, self.early = self.early, []
+            for payload in early:
+                self._chunk(cc, payload)
         if not cc.inputs[CHUNK].is_empty():
             self._chunk(cc, cc.inputs[CHUNK].payload)
-        if not cc.inputs[SPEECH].is_empty():
-            self._speech(cc, cc.inputs[SPEECH].payload)
+        if not cc.inputs[SPEECH].is_empty() and isinstance(self.reply, AudioReply):
+            self._speech(cc, cc.inputs[SPEECH].payload, self.reply)
+            # (a text answer's speech, from a splitter that splits every answer, is dropped)
 
     def _chunk(self, cc: CalculatorContext, payload: Any) -> None:
         if self.reply is _UNKNOWN:
-            self.waiting.append(payload)
+            self.early.append(payload)
         elif self.reply is None:
             self._emit(cc, payload)  # a text answer: as the LLM node sent it
         else:
             self._answer_chunk(cc, payload, self.reply)
 
     def _answer_chunk(self, cc: CalculatorContext, payload: Any, reply: AudioReply) -> None:
+        """The LLM's text: a unary body kept until spoken; stream frames sent (or held until
+        the voice is known good), their end kept for after the speech."""
         chunk = ChatChunk.read(payload)
         if chunk.body is not None:
             self.body = chunk.body
-            self.text_done = True
         else:
             for event in chunk.events:
                 if not self.envelope and "id" in event:
                     self.envelope = {k: event[k] for k in ("id", "created", "model") if k in event}
                     if "usage" in event:  # asked for: every chunk but the last says null
                         self.envelope["usage"] = None
-            now, closing = closing_chunks(chunk.events)
-            self.closing += closing  # with [DONE], after the last sentence's audio
+            self.text += chunk.text()
+            now, ending = closing_chunks(chunk.events)
+            self.closing += ending
+            self.failed = self.failed or chunk.failed
             frames = b"".join(map(sse_frame, now))
-            if frames:
-                if self.spoken:
-                    self._emit(cc, frames)
-                else:
-                    self.waiting.append(frames)
-            self.text_done = self.text_done or chunk.done
+            if frames and self.spoken:
+                self._emit(cc, frames)
+            elif frames:
+                self.held.append(frames)
+        self.text_done = self.text_done or chunk.done
         self._finish(cc, reply)
 
-    def _speech(self, cc: CalculatorContext, batch: SpokenBatch) -> None:
-        reply = self.reply
-        assert isinstance(reply, AudioReply), "speech for a request that asked for none"
+    def _speech(self, cc: CalculatorContext, batch: SpokenBatch, reply: AudioReply) -> None:
+        """Spoken sentences: sent at once (a stream) or kept (unary)."""
         if not self.spoken:
             self.spoken = True
-            held, self.waiting = self.waiting, []
+            held, self.held = self.held, []
             for frames in held:
                 self._emit(cc, frames)
         for index, sentence in enumerate(batch.sentences):
+            if not sentence.samples.size:
+                continue
             self.rate = sentence.rate
-            if reply.stream:
-                data, _ = encode_audio(sentence.samples, sentence.rate, reply.format)
-                last = batch.final and index == len(batch.sentences) - 1
-                self._emit(
-                    cc, sse_frame(audio_chunk(self.envelope, reply, data, sentence.text, last))
-                )
-            else:
+            if not reply.stream:
                 self.samples.append(sentence.samples)
-        if reply.stream and batch.final and not batch.sentences:  # the audio's expires_at
+                continue
+            data, _ = encode_audio(sentence.samples, sentence.rate, reply.format)
+            last = batch.final and index == len(batch.sentences) - 1
+            text = self._transcript(sentence.text)
+            self._emit(cc, sse_frame(audio_chunk(self.envelope, reply, data, text, last)))
+        last_sent = batch.sentences and batch.sentences[-1].samples.size
+        if reply.stream and batch.final and not last_sent and not self.failed:
+            # The final batch said nothing more: the audio's expires_at goes out on its own.
             self._emit(cc, sse_frame(audio_chunk(self.envelope, reply, b"", "", last=True)))
         self.speech_done = batch.final
         self._finish(cc, reply)
 
+    def _transcript(self, sentence: str) -> str:
+        """The answer's text up to the end of `sentence`, from where the last one ended: the
+        transcripts add up to the text, white space between sentences included."""
+        end = self.text.find(sentence, self.said)
+        if end < 0:  # not found as written (cannot happen with the splitter's sentences)
+            return sentence if not self.said else " " + sentence
+        start, self.said = self.said, end + len(sentence)
+        return self.text[start : self.said]
+
     def _finish(self, cc: CalculatorContext, reply: AudioReply) -> None:
-        if not (self.text_done and self.speech_done):
+        """Once both the text and its speech have ended: the stream's end, or the answer."""
+        if self.answered or not (self.text_done and self.speech_done):
             return
+        self.answered = True
         if reply.stream:
             self._emit(cc, b"".join(map(sse_frame, self.closing)) + SSE_DONE + b"\n\n")
             return
         assert self.body is not None
-        samples = np.concatenate(self.samples) if self.samples else np.zeros(0, np.float32)
-        data, _ = encode_audio(samples, self.rate, reply.format)
         choices = self.body.get("choices") or [{}]
         message = choices[0].setdefault("message", {})
         transcript = message.get("content") or ""
-        message["audio"] = answer_audio(reply, data, transcript)
+        message["audio"] = None
+        if self.samples and transcript:
+            data, _ = encode_audio(np.concatenate(self.samples), self.rate, reply.format)
+            message["audio"] = answer_audio(reply, data, transcript)
         self._emit(cc, dumps(self.body).encode())
-        self.text_done = False  # answered: nothing more

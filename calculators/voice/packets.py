@@ -31,7 +31,7 @@ class SentenceBatch:
 
 
 @dataclass(frozen=True)
-class SpokenSentence:
+class SentenceAudio:
     text: str
     samples: npt.NDArray[np.float32]
     rate: int
@@ -41,7 +41,7 @@ class SpokenSentence:
 class SpokenBatch:
     """A SentenceBatch spoken: one entry per sentence, in order; `final` passed on."""
 
-    sentences: list[SpokenSentence]
+    sentences: list[SentenceAudio]
     final: bool
 
 

@@ -53,6 +53,8 @@ class SentenceSplitterCalculator(Calculator):
         chunk = ChatChunk.read(packet.payload)
         sentences = self.buffer.feed(chunk.text())
         final = chunk.done or chunk.failed
-        if final:
+        if chunk.failed:  # the answer broke off: what it left half said is not spoken
+            sentences, _ = [], self.buffer.flush()
+        elif final:
             sentences += self.buffer.flush()
         cc.outputs[SENTENCES].add(SentenceBatch(sentences, final, self.reply), packet.timestamp)

@@ -17,8 +17,9 @@ same servable, options and side packet as S2tCalculator's) and replaced by a tex
 transcript; `modalities` and `audio` are taken out, so an unchanged LLM node downstream reads a
 plain text chat. AUDIO_REPLY (optional) carries how the answer is to be spoken (an AudioReply),
 or None for a text answer, once, at the request's timestamp; then that stream closes, so nodes
-that read it beside the LLM's stream never wait for it again. Any other request (text chat,
-completions, tokenize) passes through untouched.
+that read it beside the LLM's stream never wait for it again (so the node takes one request per
+graph run, as every HTTP graph runs per request). Any other request (text chat, completions,
+tokenize) passes through untouched.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import json
 from contextlib import aclosing
 from typing import ClassVar
 
-from calculators.llm.http_llm import request_body
+from calculators.llm.http_llm import request_body, route_of
 from calculators.llm.payload import HttpPayload
 from calculators.node_resources import node_servable
 from calculators.speech_to_text.resources import build_transcription_servable
@@ -41,6 +42,7 @@ from servables.openai.audio_chat import (
     AudioReply,
     audio_parts,
     audio_reply,
+    refuse_audio_ids,
     text_request,
 )
 from servables.pipelines.runner import Finished
@@ -70,14 +72,22 @@ class ChatTranscriptionCalculator(Calculator):
 
     def open(self, cc: CalculatorContext) -> None:
         self.servable = node_servable(cc, RESOURCES, TranscriptionServable, "Speech to text")
+        self.answered = False
 
     async def process(self, cc: CalculatorContext) -> None:
+        if self.answered:  # AUDIO_REPLY closed after the first: one request per run
+            raise ValueError(
+                "ChatTranscriptionCalculator takes one request per graph run (as every HTTP "
+                "graph runs per request)"
+            )
+        self.answered = True
         packet = cc.inputs[REQUEST]
         payload: HttpPayload = packet.payload
         reply: AudioReply | None = None
-        if payload.uri.split("?", 1)[0].rstrip("/").endswith("/chat/completions"):
+        if route_of(payload.uri) == "chat":
             body = request_body(payload)
             if isinstance(body, dict):
+                refuse_audio_ids(body)
                 reply = audio_reply(body)
                 parts = audio_parts(body)
                 if parts or "modalities" in body or "audio" in body:

@@ -120,6 +120,19 @@ def audio_parts(body: dict[str, Any]) -> list[AudioPart]:
     return parts
 
 
+def refuse_audio_ids(body: dict[str, Any]) -> None:
+    """An earlier spoken answer sent back by its `audio.id` alone: its text is not kept here
+    (no audio is stored), so the conversation would silently lose that turn."""
+    messages = body.get("messages")
+    for index, message in enumerate(messages if isinstance(messages, list) else []):
+        if isinstance(message, dict) and message.get("audio") and not message.get("content"):
+            raise InvalidRequest(
+                "this server keeps no audio by id: send an earlier spoken answer back with its "
+                "text as content (its message's content, or audio.transcript)",
+                param=f"messages[{index}].audio",
+            )
+
+
 def text_request(
     body: dict[str, Any], parts: list[AudioPart], transcripts: list[str]
 ) -> dict[str, Any]:
@@ -170,20 +183,24 @@ Events = list[dict[str, Any]]
 
 def closing_chunks(events: Events) -> tuple[Events, Events]:
     """`events` split into what may go out now and what ends a stream (the finish_reason, the
-    usage chunk), which waits until the last sentence is spoken, so a spoken stream still ends
-    as OpenAI's do. A chunk with text and a finish_reason is split in two: the text now, an
-    empty delta with the finish_reason later."""
+    usage chunk, an error frame), which waits until the last sentence is spoken, so a spoken
+    stream still ends as OpenAI's do. A chunk with text and a finish_reason is split in two:
+    the text now, an empty delta with the finish_reason later."""
     now: Events = []
     closing: Events = []
     for event in events:
         choices = event.get("choices") or []
-        if event.get("usage") is not None and not choices:
+        if "error" in event or (event.get("usage") is not None and not choices):
             closing.append(event)
         elif any(choice.get("finish_reason") for choice in choices):
             text = [{**choice, "finish_reason": None} for choice in choices if choice.get("delta")]
             if any(choice["delta"] for choice in text):
                 now.append({**event, "choices": text})
-            ending = [{**choice, "delta": {}} for choice in choices if choice.get("finish_reason")]
+            ending = [
+                {**choice, "delta": {}, "logprobs": None}
+                for choice in choices
+                if choice.get("finish_reason")
+            ]
             closing.append({**event, "choices": ending})
         else:
             now.append(event)

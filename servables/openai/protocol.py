@@ -362,9 +362,13 @@ def parse_request(body: Any, endpoint: Endpoint, limits: Limits) -> GenerationRe
         raise InvalidRequest("Stream is not bool", param="stream")
     modalities = body.get("modalities")
     if isinstance(modalities, list) and "audio" in modalities:
+        where = (
+            "a graph with a text-to-speech node (see examples/voice_chat)"
+            if endpoint == "chat"
+            else "/chat/completions of a graph with a text-to-speech node"
+        )
         raise InvalidRequest(
-            "This model answers in text only: a spoken answer needs a graph with a "
-            "text-to-speech node (see examples/voice_chat)",
+            f"This model answers in text only here: a spoken answer needs {where}",
             param="modalities",
         )
     include_usage = _stream_options(body, stream)

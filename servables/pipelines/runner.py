@@ -166,14 +166,19 @@ class PipelineRunner:
                 return result
         raise AssertionError("a job's stream ends with its result")  # pragma: no cover
 
-    async def stream(self, work: Callable[[Job[E]], R]) -> AsyncGenerator[E | Finished[R], None]:
+    async def stream(
+        self, work: Callable[[Job[E]], R], *, admitted: bool = False
+    ) -> AsyncGenerator[E | Finished[R], None]:
         """The events `work` emits as it runs, then `Finished(result)`; the work's exception
         is raised in its place. Leaving the iteration early (a disconnect, a cancelled
-        request) cancels the job; its slot frees once the thread has stopped it."""
+        request) cancels the job; its slot frees once the thread has stopped it. `admitted`:
+        the request was admitted before (one request of several jobs, a spoken answer's
+        sentences): a full queue does not refuse it halfway."""
         executor = self._executor
         if executor is None:
             raise ServableNotReady(f"Model {self.name} is not loaded")
-        self.admission.check(self.in_flight)
+        if not admitted:
+            self.admission.check(self.in_flight)
         loop = asyncio.get_running_loop()
         events: asyncio.Queue[Any] = asyncio.Queue()
         job: Job[E] = Job(loop, events)

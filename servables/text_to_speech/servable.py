@@ -131,10 +131,14 @@ class SpeechServable(PipelineServable):
             )
         return voice
 
-    def speak(self, request: SpeechRequest) -> AsyncGenerator[SpokenSentence | Finished[int], None]:
-        """Each sentence's audio as it is spoken, then Finished(the number of sentences)."""
+    def speak(
+        self, request: SpeechRequest, *, admitted: bool = False
+    ) -> AsyncGenerator[SpokenSentence | Finished[int], None]:
+        """Each sentence's audio as it is spoken, then Finished(the number of sentences).
+        `admitted`: part of a request admitted before (see runner.stream)."""
         voice = self.voice(request.voice)
-        self.runner.admit()
+        if not admitted:
+            self.runner.admit()
         pieces = sentences(request.text)
         options: dict[str, Any] = {"speed": request.speed}
         if request.language:
@@ -155,4 +159,4 @@ class SpeechServable(PipelineServable):
                 job.emit(SpokenSentence(samples.reshape(-1), int(result.output_sample_rate)))
             return len(pieces)
 
-        return self.runner.stream(work)
+        return self.runner.stream(work, admitted=admitted)

@@ -138,15 +138,17 @@ def test_a_stream_speaks_each_sentence_while_the_answer_is_written(
                 events.append(("audio", delta.audio))
     text = "".join(piece for kind, piece in events if kind == "text")
     spoken = [(i, audio_delta) for i, (kind, audio_delta) in enumerate(events) if kind == "audio"]
-    assert [a.transcript for _, a in spoken] == sentences(text)
+    assert [a.transcript.strip() for _, a in spoken] == sentences(text)
+    assert "".join(a.transcript for _, a in spoken) == text.rstrip()  # they add up to the text
     assert len(spoken) >= 2, "a long answer has several sentences"
     last_text = max(i for i, (kind, _) in enumerate(events) if kind == "text")
     assert spoken[0][0] < last_text  # the first sentence is heard while the text goes on
     for index, audio_delta in spoken:
         written = "".join(piece for kind, piece in events[:index] if kind == "text")
-        assert audio_delta.transcript in written  # its text went out before its audio
+        sentence = audio_delta.transcript.strip()
+        assert sentence in written  # its text went out before its audio
         heard = wav_samples(base64.b64decode(audio_delta.data))
-        assert np.array_equal(heard, pipelines.speak(audio_delta.transcript, "alloy"))
+        assert np.array_equal(heard, pipelines.speak(sentence, "alloy"))
     assert spoken[-1][1].expires_at is not None
 
 
@@ -171,6 +173,7 @@ def test_a_text_chat_passes_through(voice_server: ExactServer, golden: Golden) -
         ({"modalities": ["audio", "video"]}, "modalities", "modalities"),
         ({"bad_audio": True}, "messages[0].content[0].input_audio", "could not be decoded"),
         ({"long_audio": True}, "messages[0].content[0].input_audio", "longer than the limit"),
+        ({"audio_id": True}, "messages[1].audio", "keeps no audio by id"),
     ],
 )
 def test_bad_audio_requests_are_400(
@@ -186,9 +189,13 @@ def test_bad_audio_requests_are_400(
     if change.pop("bad_audio", False):
         question["content"][0]["input_audio"]["data"] = base64.b64encode(b"noise" * 50).decode()
     change.pop("long_audio", None)
+    earlier = (
+        [{"role": "assistant", "audio": {"id": "audio_1"}}] if change.pop("audio_id", 0) else []
+    )
+    tokens = metric(voice_server, "graphrt_llm_generated_tokens_total")
     body = {
         "model": MODEL,
-        "messages": [question],
+        "messages": [question, *earlier],
         "modalities": ["text", "audio"],
         "audio": {"voice": "alloy", "format": "wav"},
         "max_tokens": 10,
@@ -199,6 +206,8 @@ def test_bad_audio_requests_are_400(
     assert response.status_code == 400, response.text
     error = response.json()["error"]
     assert error["param"] == param and message in error["message"]
+    # Refused before the LLM wrote a token (the voice: as soon as Speak saw the request).
+    assert metric(voice_server, "graphrt_llm_generated_tokens_total") == tokens
 
 
 def test_a_plain_llm_graph_refuses_audio(media_server: ExactServer, audio: Audio) -> None:

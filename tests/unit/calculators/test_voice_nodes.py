@@ -33,7 +33,7 @@ from google.protobuf import text_format
 import calculators.voice.audio_reply  # registers the calculators
 import calculators.voice.sentence_splitter  # noqa: F401
 from calculators.llm.payload import HttpReply
-from calculators.voice.packets import ChatChunk, SentenceBatch, SpokenBatch, SpokenSentence
+from calculators.voice.packets import ChatChunk, SentenceAudio, SentenceBatch, SpokenBatch
 from graphruntime import Graph, Packet
 from graphruntime.config import parse_graph_config
 from graphruntime.testing import CalculatorRunner
@@ -125,8 +125,8 @@ def tone(seed: int, length: int) -> Samples:
     return samples
 
 
-def spoken(text: str, seed: int, length: int = 800, rate: int = 16_000) -> SpokenSentence:
-    return SpokenSentence(text, tone(seed, length), rate)
+def spoken(text: str, seed: int, length: int = 800, rate: int = 16_000) -> SentenceAudio:
+    return SentenceAudio(text, tone(seed, length), rate)
 
 
 def wav_samples(data: bytes) -> tuple[Samples, int]:
@@ -135,7 +135,7 @@ def wav_samples(data: bytes) -> tuple[Samples, int]:
 
 
 def is_audio(event: Any) -> bool:
-    choices = event["choices"] if isinstance(event, dict) else []
+    choices = event.get("choices") or [] if isinstance(event, dict) else []
     return bool(choices) and "audio" in choices[0]["delta"]
 
 
@@ -286,7 +286,7 @@ def test_splitter_an_error_frame_ends_the_answer() -> None:
     batches = split(packets, STREAM_WAV)
     assert [(b.sentences, b.final, t) for b, t in batches] == [
         (["Done."], False, 0),
-        (["Half a"], True, 1),
+        ([], True, 1),  # what the answer left half said is not spoken
     ]
 
 
@@ -426,7 +426,7 @@ def test_reply_stream_text_and_audio_chunks_in_order() -> None:
         }
         audio = audio_of(event)
         assert audio["id"] == STREAM_WAV.id
-        assert audio["transcript"] == sentence.text
+        assert audio["transcript"].strip() == sentence.text
         samples, rate = wav_samples(base64.b64decode(audio["data"]))
         assert rate == sentence.rate
         np.testing.assert_array_equal(samples, sentence.samples)
@@ -458,7 +458,8 @@ def test_reply_stream_several_sentences_in_the_final_batch() -> None:
     out = reply_run(STREAM_WAV, [(0, packets[0])], [(1, batch)])
     sequence = frames_of(out)
     audio = [audio_of(e) for e in sequence if is_audio(e)]
-    assert [a["transcript"] for a in audio] == ["One.", "Two.", "Three"]
+    # The transcripts add up to the text: sentences after the first get their space back.
+    assert [a["transcript"] for a in audio] == ["One.", " Two.", " Three"]
     assert ["expires_at" in a for a in audio] == [False, False, True]
     assert sequence[-1] == "[DONE]"
     assert_increasing(out)
@@ -636,7 +637,7 @@ async def test_steps_text_is_held_until_the_first_speech_then_flows() -> None:
     sent = await steps.send("speech", SpokenBatch([hello], False), 1)
     assert [audio_of(e)["transcript"] for e in sent] == ["Hello there."]
     sent = await steps.send("speech", SpokenBatch([spoken("Bye.", 2)], True), 2)
-    assert [audio_of(e)["transcript"] for e in sent if is_audio(e)] == ["Bye."]
+    assert [audio_of(e)["transcript"] for e in sent if is_audio(e)] == [" Bye."]
     assert sent[-1 - len(closing) : -1] == closing and sent[-1] == "[DONE]"
     await steps.finish()
     assert_increasing(steps.out)
@@ -664,3 +665,27 @@ async def test_steps_unary_answer_goes_out_with_the_final_batch() -> None:
     assert json.loads(payload)["choices"][0]["message"]["audio"]["transcript"] == "Hi. Bye."
     await steps.finish()
     assert len(steps.out) == 1
+
+
+def test_reply_an_error_mid_stream_ends_it_as_chat_streams_end() -> None:
+    """An LLM that fails after its first words: one error frame, then [DONE], after whatever
+    was spoken; no audio chunk after the error."""
+    b = Answer().builder
+    first = sse_frame(b.role_chunk(0)) + sse_frame(b.delta_chunk(0, "Hello there. Half"))
+    broken = sse_frame(error_body("engine failed")) + SSE_DONE
+    out = reply_run(
+        STREAM_WAV,
+        [(0, first), (1, broken)],
+        [(2, SpokenBatch([spoken("Hello there.", 1)], False)), (3, SpokenBatch([], True))],
+    )
+    sequence = frames_of(out)
+    assert sequence[-1] == "[DONE]" and "error" in sequence[-2]
+    assert [e for e in sequence if isinstance(e, dict) and "error" in e] == [sequence[-2]]
+    assert [audio_of(e)["transcript"] for e in sequence if is_audio(e)] == ["Hello there."]
+
+
+def test_reply_a_unary_answer_with_nothing_spoken_has_no_audio() -> None:
+    """A tool call or an empty answer: `message.audio` is null, not an empty file."""
+    body = Answer().unary("")
+    [(payload, _)] = reply_run(UNARY_WAV, [(0, body)], [(1, SpokenBatch([], True))])
+    assert json.loads(payload)["choices"][0]["message"]["audio"] is None

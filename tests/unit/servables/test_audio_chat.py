@@ -23,6 +23,8 @@ from servables.openai.audio_chat import (
     audio_chunk,
     audio_parts,
     audio_reply,
+    closing_chunks,
+    refuse_audio_ids,
     text_request,
 )
 from servables.openai.responses import Choice, ResponseBuilder, Usage
@@ -390,3 +392,52 @@ def test_audio_chunk_does_not_change_the_envelope() -> None:
     envelope = {"id": "chatcmpl-1", "created": 1, "model": "m"}
     audio_chunk(envelope, REPLY, b"", "", True)
     assert envelope == {"id": "chatcmpl-1", "created": 1, "model": "m"}
+
+
+def test_an_answer_sent_back_by_its_audio_id_alone_is_refused() -> None:
+    """OpenAI keeps spoken answers by id for the next turn; this server keeps none, so such a
+    turn would reach the LLM empty: refused, saying what to send instead."""
+    body = {
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "audio": {"id": "audio_1"}},
+            {"role": "user", "content": "and?"},
+        ]
+    }
+    with pytest.raises(InvalidRequest, match="send an earlier spoken answer back") as raised:
+        refuse_audio_ids(body)
+    assert raised.value.param == "messages[1].audio"
+    body["messages"][1]["content"] = "Hello!"  # with its text: fine
+    refuse_audio_ids(body)
+
+
+def test_the_end_of_a_stream_is_split_from_its_last_words() -> None:
+    """The last text goes out now; its finish_reason (without the logprobs, sent already with
+    the text) waits, as do the usage chunk and an error frame."""
+    text_and_end = {
+        "id": "c",
+        "choices": [
+            {
+                "index": 0,
+                "delta": {"content": "Bye."},
+                "logprobs": {"content": []},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+    usage = {"id": "c", "choices": [], "usage": {"total_tokens": 3}}
+    error = {"error": {"message": "boom"}}
+    plain = {
+        "id": "c",
+        "choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": None}],
+    }
+    now, ending = closing_chunks([plain, text_and_end, usage, error])
+    assert now[0] == plain and now[1]["choices"][0]["delta"] == {"content": "Bye."}
+    assert now[1]["choices"][0]["finish_reason"] is None and len(now) == 2
+    assert ending[0]["choices"][0] == {
+        "index": 0,
+        "delta": {},
+        "logprobs": None,
+        "finish_reason": "stop",
+    }
+    assert ending[1:] == [usage, error]
