@@ -23,48 +23,31 @@ from __future__ import annotations
 
 import argparse
 import base64
-import importlib.util
-import io
 import json
 import os
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-import soundfile
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from media import Server, clip, load_media_models, wav  # noqa: E402  (benchmarks/media.py)
 
 from graphruntime.server import default_model  # noqa: E402
 from servables.text.sentences import sentences  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "voice_chat"
 MODEL = "voice-chat"
+QUESTION_SECONDS = 2.0
 PCM_RATE = 24_000
-
-
-def question(seed: int) -> np.ndarray[Any, np.dtype[np.float32]]:
-    rng = np.random.default_rng(seed)
-    t = np.arange(32_000) / 16_000
-    tones = sum(0.2 * np.sin(2 * np.pi * rng.uniform(100, 900) * t) for _ in range(3))
-    return (tones + 0.02 * rng.standard_normal(t.size)).astype(np.float32)
-
-
-def wav(samples: np.ndarray[Any, Any]) -> bytes:
-    buffer = io.BytesIO()
-    soundfile.write(buffer, samples, 16_000, format="WAV", subtype="FLOAT")
-    return buffer.getvalue()
 
 
 def prepare(directory: Path, whisper: Path, speech: Path, llm: Path) -> Path:
@@ -99,7 +82,7 @@ def direct_run(args: argparse.Namespace) -> dict[str, list[float]]:
     tokenizer = llm.get_tokenizer()
     results: dict[str, list[float]] = {"first_audio": [], "total": [], "audio_seconds": []}
     for index in range(args.questions + 1):
-        samples = question(index)
+        samples = clip(QUESTION_SECONDS, index)
         started = time.perf_counter()
         heard = whisper.generate(samples, task="transcribe").texts[0].strip()
         prompt = tokenizer.apply_chat_template(
@@ -125,44 +108,13 @@ def direct_run(args: argparse.Namespace) -> dict[str, list[float]]:
 # ----------------------------------------------------------------------------------- server
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def start_server(config: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)  # noqa: SIM115
-    command = [sys.executable, "-m", "graphruntime.server.cli", "serve"]
-    process = subprocess.Popen(
-        [*command, "--rest_port", str(port), "--config_path", str(config)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"the server exited: see {log.name}")
-        try:
-            with urllib.request.urlopen(url + "/v2/health/ready", timeout=2) as reply:
-                if reply.status == 200:
-                    return process, url
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit(f"the server was not ready in 180 s: see {log.name}")
-
-
 def server_run(url: str, args: argparse.Namespace) -> dict[str, list[float]]:
     import httpx
 
     results: dict[str, list[float]] = {"first_audio": [], "total": [], "audio_seconds": []}
     with httpx.Client(base_url=url, timeout=300) as http:
         for index in range(args.questions + 1):
-            data = base64.b64encode(wav(question(index))).decode("ascii")
+            data = base64.b64encode(wav(clip(QUESTION_SECONDS, index))).decode("ascii")
             body = {
                 "model": MODEL,
                 "messages": [
@@ -229,11 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(direct_run(args)))
         return 0
     if not (args.whisper and args.speech):
-        spec = importlib.util.spec_from_file_location("mm", ROOT / "tools" / "media_models.py")
-        assert spec is not None and spec.loader is not None
-        media_models = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(media_models)
-        built = media_models.build_all()
+        built = load_media_models().build_all()
         args.whisper = args.whisper or Path(built["whisper"])
         args.speech = args.speech or Path(built["speecht5"])
     if args.llm is None:
@@ -243,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     served: list[dict[str, list[float]]] = []
     with tempfile.TemporaryDirectory() as scratch:
         example = prepare(Path(scratch), args.whisper, args.speech, args.llm)
-        process, url = start_server(example / "models" / "config.json")
+        server = Server(example / "models" / "config.json")
         try:
             for index in range(args.rounds):
                 print(f"round {index + 1}: pipelines one after another ...", flush=True)
@@ -253,10 +201,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 done = subprocess.run(command, capture_output=True, text=True, check=True)
                 direct.append(json.loads(done.stdout.strip().splitlines()[-1]))
                 print(f"round {index + 1}: the voice chat graph ...", flush=True)
-                served.append(server_run(url, args))
+                served.append(server_run(server.url, args))
         finally:
-            process.send_signal(signal.SIGTERM)
-            process.wait(60)
+            server.stop()
     server_side, direct_side = summary(served), summary(direct)
     print(f"\n{args.rounds} rounds x {args.questions} spoken questions, {args.max_tokens} tokens")
     print("| | voice chat graph (streaming) | pipelines one after another | graph / pipelines |")

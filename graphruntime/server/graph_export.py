@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from google.protobuf import text_encoding
-
+from graphruntime.server.graph_text import architectures, quote, read_json
 from graphruntime.server.media_graphs import MEDIA_TASKS, image_task, media_task
 
 GRAPH_TEMPLATE = """input_stream: "HTTP_REQUEST_PAYLOAD:input"
@@ -74,21 +73,16 @@ class TextGenerationSettings:
     cache_interval_multiplier: int | None = None
 
 
-def _quote(text: str) -> str:
-    """A protobuf text-format string literal (escapes quotes, backslashes, newlines)."""
-    return '"' + text_encoding.CEscape(text.encode(), as_utf8=True) + '"'
-
-
 def text_generation_graph(settings: TextGenerationSettings) -> str:
     lines = [f"max_num_seqs: {settings.max_num_seqs}"]
     if settings.target_device:
-        lines.append(f"device: {_quote(settings.target_device)}")
-    lines.append(f"models_path: {_quote(settings.models_path)}")
+        lines.append(f"device: {quote(settings.target_device)}")
+    lines.append(f"models_path: {quote(settings.models_path)}")
     plugin_config = dict(settings.plugin_config)
     if settings.kv_cache_precision:
         plugin_config["KV_CACHE_PRECISION"] = settings.kv_cache_precision
     if plugin_config:
-        lines.append(f"plugin_config: {_quote(json.dumps(plugin_config, ensure_ascii=False))}")
+        lines.append(f"plugin_config: {quote(json.dumps(plugin_config, ensure_ascii=False))}")
     lines.append(f"enable_prefix_caching: {str(settings.enable_prefix_caching).lower()}")
     lines.append(f"cache_size: {settings.cache_size}")
     if settings.pipeline_type:
@@ -100,9 +94,9 @@ def text_generation_graph(settings: TextGenerationSettings) -> str:
     if settings.best_of_limit is not None:
         lines.append(f"best_of_limit: {settings.best_of_limit}")
     if settings.reasoning_parser:
-        lines.append(f"reasoning_parser: {_quote(settings.reasoning_parser)}")
+        lines.append(f"reasoning_parser: {quote(settings.reasoning_parser)}")
     if settings.tool_parser:
-        lines.append(f"tool_parser: {_quote(settings.tool_parser)}")
+        lines.append(f"tool_parser: {quote(settings.tool_parser)}")
     if settings.enable_tool_guided_generation:
         lines.append("enable_tool_guided_generation: true")
     if settings.cache_interval_multiplier is not None:
@@ -110,7 +104,7 @@ def text_generation_graph(settings: TextGenerationSettings) -> str:
     if not settings.dynamic_split_fuse:
         lines.append("dynamic_split_fuse: false")
     if settings.draft_models_path:
-        lines.append(f"draft_models_path: {_quote(settings.draft_models_path)}")
+        lines.append(f"draft_models_path: {quote(settings.draft_models_path)}")
     options = "\n".join(f"      {line}," for line in lines)
     return GRAPH_TEMPLATE.format(options=options)
 
@@ -173,12 +167,12 @@ class RerankSettings:
 
 
 def _streams_config(plugin_config: dict[str, Any], num_streams: int) -> str:
-    return _quote(json.dumps({"NUM_STREAMS": str(num_streams), **plugin_config}))
+    return quote(json.dumps({"NUM_STREAMS": str(num_streams), **plugin_config}))
 
 
 def embeddings_graph(settings: EmbeddingsSettings) -> str:
     lines = [
-        f"models_path: {_quote(settings.models_path)}",
+        f"models_path: {quote(settings.models_path)}",
         f"plugin_config: {_streams_config(settings.plugin_config, settings.num_streams)}",
         f"normalize_embeddings: {str(settings.normalize).lower()}",
     ]
@@ -186,19 +180,19 @@ def embeddings_graph(settings: EmbeddingsSettings) -> str:
         lines.append(f"pooling: {settings.pooling}")
     if settings.truncate:
         lines.append("truncate: true")
-    lines.append(f"target_device: {_quote(settings.target_device or 'CPU')}")
+    lines.append(f"target_device: {quote(settings.target_device or 'CPU')}")
     options = ",\n".join(f"      {line}" for line in lines)
     return EMBEDDINGS_GRAPH_TEMPLATE.format(options=options)
 
 
 def rerank_graph(settings: RerankSettings) -> str:
     lines = [
-        f"models_path: {_quote(settings.models_path)}",
+        f"models_path: {quote(settings.models_path)}",
         f"plugin_config: {_streams_config(settings.plugin_config, settings.num_streams)}",
     ]
     if settings.max_allowed_chunks is not None:
         lines.append(f"max_allowed_chunks: {settings.max_allowed_chunks}")
-    lines.append(f"target_device: {_quote(settings.target_device or 'CPU')}")
+    lines.append(f"target_device: {quote(settings.target_device or 'CPU')}")
     options = ",\n".join(f"      {line}" for line in lines)
     return RERANK_GRAPH_TEMPLATE.format(options=options)
 
@@ -216,13 +210,6 @@ EMBEDDING_ARCHITECTURES = {
 }
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
 def infer_task(path: Path) -> str:
     """The task of a model path, by OVMS's detectors in OVMS's order: speech2text,
     text2speech, rerank, image_generation, embeddings, else text_generation (a .gguf file)."""
@@ -231,17 +218,13 @@ def infer_task(path: Path) -> str:
     media = media_task(path)
     if media is not None:
         return media
-    modules = _read_json(path / "modules.json")
+    modules = read_json(path / "modules.json")
     types = (
         [str(m.get("type", "")) for m in modules if isinstance(m, dict)]
         if isinstance(modules, list)
         else []
     )
-    config = _read_json(path / "config.json")
-    architectures = config.get("architectures") if isinstance(config, dict) else None
-    names = (
-        [a for a in architectures if isinstance(a, str)] if isinstance(architectures, list) else []
-    )
+    names, _ = architectures(path)
     if any("CrossEncoder" in t or "LogitScore" in t for t in types) or any(
         a.endswith("ForSequenceClassification") for a in names
     ):

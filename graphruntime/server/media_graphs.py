@@ -15,14 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from google.protobuf import text_encoding
+from graphruntime.server.graph_text import architectures, quote, read_json
 
 MEDIA_TASKS = ("image_generation", "speech2text", "text2speech")
 HEADER = "# OVMS_GRAPH_QUEUE_MAX_SIZE: AUTO\n"
-
-
-def _quote(text: str) -> str:
-    return '"' + text_encoding.CEscape(text.encode(), as_utf8=True) + '"'
 
 
 def _plugin_config(plugin_config: dict[str, Any], num_streams: int | None) -> str | None:
@@ -89,12 +85,12 @@ def _first_lines(
     device_field: str,
 ) -> list[str]:
     """The options every media graph starts with (the device's field name is the task's)."""
-    lines = [f"models_path: {_quote(settings.models_path)}"]
+    lines = [f"models_path: {quote(settings.models_path)}"]
     if settings.target_device:
-        lines.append(f"{device_field}: {_quote(settings.target_device)}")
+        lines.append(f"{device_field}: {quote(settings.target_device)}")
     plugin_config = _plugin_config(settings.plugin_config, settings.num_streams)
     if plugin_config:
-        lines.append(f"plugin_config: {_quote(plugin_config)}")
+        lines.append(f"plugin_config: {quote(plugin_config)}")
     return lines
 
 
@@ -116,22 +112,22 @@ def image_generation_graph(settings: ImageGenerationSettings) -> str:
     ):
         value = getattr(settings, name)
         if value is not None:
-            lines.append(f"{name}: {_quote(value) if isinstance(value, str) else value}")
+            lines.append(f"{name}: {quote(value) if isinstance(value, str) else value}")
     for lora in settings.loras:
         alpha = f" alpha: {lora.alpha}" if lora.alpha is not None else ""
         mode = "STATIC" if "NPU" in (settings.target_device or "") else "DYNAMIC"
         lines.append(
-            f"lora_adapters {{ alias: {_quote(lora.alias)} path: {_quote(lora.path)}{alpha} "
+            f"lora_adapters {{ alias: {quote(lora.alias)} path: {quote(lora.path)}{alpha} "
             f"mode: {mode} }}"
         )
     for composite in settings.composite_loras:
         parts = " ".join(
-            f"components {{ adapter_alias: {_quote(alias)}"
+            f"components {{ adapter_alias: {quote(alias)}"
             + (f" alpha: {alpha}" if alpha is not None else "")
             + " }"
             for alias, alpha in composite.components
         )
-        lines.append(f"composite_lora_adapters {{ alias: {_quote(composite.alias)} {parts} }}")
+        lines.append(f"composite_lora_adapters {{ alias: {quote(composite.alias)} {parts} }}")
     return f"""{HEADER}
 input_stream: "HTTP_REQUEST_PAYLOAD:input"
 output_stream: "HTTP_RESPONSE_PAYLOAD:output"
@@ -192,7 +188,7 @@ node {{
 def text2speech_graph(settings: TextToSpeechSettings) -> str:
     lines = _first_lines(settings, "target_device")
     for name, path in settings.voices.items():
-        lines.append(f"voices {{ name: {_quote(name)} path: {_quote(path)} }}")
+        lines.append(f"voices {{ name: {quote(name)} path: {quote(path)} }}")
     return f"""{HEADER}
 input_stream: "HTTP_REQUEST_PAYLOAD:input"
 output_stream: "HTTP_RESPONSE_PAYLOAD:output"
@@ -211,21 +207,6 @@ node {{
 """
 
 
-def _json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def _architectures(path: Path) -> tuple[list[str], dict[str, Any]]:
-    config = _json(path / "config.json")
-    if not isinstance(config, dict):
-        return [], {}
-    names = config.get("architectures")
-    return [a for a in names if isinstance(a, str)] if isinstance(names, list) else [], config
-
-
 SPEECH_TO_TEXT = ("WhisperForConditionalGeneration", "Qwen3ASRForConditionalGeneration")
 TEXT_TO_SPEECH = ("ParlerTTSForConditionalGeneration", "SpeechT5ForTextToSpeech")
 IMAGE_ARCHITECTURES = ("CLIPTextModel", "UNet2DConditionModel", "AutoencoderKL")
@@ -237,10 +218,10 @@ def media_task(path: Path) -> str | None:
     caller checks it first only where that order matters, as infer_task does)."""
     if not path.is_dir():
         return None
-    architectures, config = _architectures(path)
-    if any(a in SPEECH_TO_TEXT or a.startswith("SeamlessM4T") for a in architectures):
+    names, config = architectures(path)
+    if any(a in SPEECH_TO_TEXT or a.startswith("SeamlessM4T") for a in names):
         return "speech2text"
-    if any(a in TEXT_TO_SPEECH or a.endswith("ForTextToSpeech") for a in architectures):
+    if any(a in TEXT_TO_SPEECH or a.endswith("ForTextToSpeech") for a in names):
         return "text2speech"
     if "architectures" in config and config["architectures"] is None and "n_mels" in config:
         return "text2speech"  # Kokoro's config.json
@@ -251,10 +232,10 @@ def image_task(path: Path) -> str | None:
     """image_generation for a diffusers directory (model_index.json) or one of its parts."""
     if not path.is_dir():
         return None
-    architectures, _ = _architectures(path)
-    if any(a in IMAGE_ARCHITECTURES or a.endswith("Transformer2DModel") for a in architectures):
+    names, _ = architectures(path)
+    if any(a in IMAGE_ARCHITECTURES or a.endswith("Transformer2DModel") for a in names):
         return "image_generation"
-    index = _json(path / "model_index.json")
+    index = read_json(path / "model_index.json")
     kind = index.get("_class_name") if isinstance(index, dict) else None
     if isinstance(kind, str) and ("StableDiffusion" in kind or "Flux" in kind):
         return "image_generation"

@@ -10,12 +10,12 @@ that does not name one still pools as the model expects.
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
 from servables.hf_config import max_model_length as max_model_length  # for its users
+from servables.hf_config import read_json as read_json  # for its users
 
 logger = logging.getLogger(__name__)
 
@@ -33,18 +33,6 @@ UNSUPPORTED_POOLING_FLAGS = (
     "pooling_mode_mean_sqrt_len_tokens",
     "pooling_mode_weightedmean_tokens",
 )
-
-
-def read_json(path: Path) -> dict[str, Any]:
-    """A JSON object from `path`, or {} when it is missing or unreadable (logged)."""
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        logger.warning("cannot read %s: %s", path, error)
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def model_config(path: Path) -> dict[str, Any]:

@@ -19,7 +19,6 @@ alphas, as in OVMS.
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 from collections.abc import AsyncGenerator, Callable
@@ -31,6 +30,7 @@ import numpy as np
 from PIL import Image
 
 from servables.errors import InvalidRequest, ServableError, ServableLoadError, readable_message
+from servables.hf_config import read_json
 from servables.image_gen.config import ImageGenConfig, Resolution
 from servables.image_gen.protocol import (
     ImageArray,
@@ -65,21 +65,13 @@ def _genai() -> Any:
     return openvino_genai
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def vae_scale_factor(models_path: Path) -> int:
     """What width and height must be multiples of: the VAE's downscaling (2 per block after
     the first), doubled for FLUX, which packs latents in 2x2 patches."""
-    vae = _read_json(models_path / "vae_decoder" / "config.json")
+    vae = read_json(models_path / "vae_decoder" / "config.json")
     blocks = vae.get("block_out_channels")
     factor = 2 ** (len(blocks) - 1) if isinstance(blocks, list) and blocks else 8
-    kind = str(_read_json(models_path / "model_index.json").get("_class_name", ""))
+    kind = str(read_json(models_path / "model_index.json").get("_class_name", ""))
     return factor * 2 if "Flux" in kind else factor
 
 

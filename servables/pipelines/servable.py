@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 from servables.admission import Admission
-from servables.pipelines.runner import PipelineRunner, PipelineStats
+from servables.pipelines.runner import PipelineRunner
 
 
 class PipelineServable(ABC):
@@ -34,10 +34,6 @@ class PipelineServable(ABC):
     @property
     def admission(self) -> Admission:
         return self.runner.admission
-
-    @property
-    def stats(self) -> PipelineStats:
-        return self.runner.stats
 
     def aliases(self) -> list[str]:
         """Model names besides the graph's that route to this servable."""

@@ -20,17 +20,11 @@ from typing import Any
 from aiohttp import web
 
 from graphruntime.server.http.multipart import read_form
-from graphruntime.server.http.openai_routes import (
-    RequestConnection,
-    http_payload,
-    model_name,
-    read_json,
-    respond,
-)
+from graphruntime.server.http.openai_routes import model_name, read_json, run_graph
 from graphruntime.server.http.state import STATE
 from servables.errors import InvalidRequest
 from servables.openai.stream_failure import EventStreamFailure
-from servables.request_fields import Form, RequestFields
+from servables.request_fields import RequestFields
 
 PREFIXES = ("/v3", "/v1", "/v3/v1")
 JSON_PATHS = ("/images/generations", "/audio/speech")
@@ -41,27 +35,10 @@ def _streams(body: dict[str, Any]) -> bool:
     return body.get("stream") is True or body.get("stream_format") == "sse"
 
 
-async def _run(
-    request: web.Request, model: str, payload_args: tuple[bytes, Any, Form | None], stream: bool
-) -> web.StreamResponse:
-    state = request.app[STATE]
-    servable = state.repository.get(model)
-    connection = RequestConnection(request)
-    raw, body, form = payload_args
-    payload = http_payload(request, raw, body, connection, form)
-    method = "Stream" if stream else "Unary"
-    with state.metrics.request(
-        "V3", "REST", method, servable.name, available=servable.available
-    ) as record:
-        failure = EventStreamFailure(model) if stream else None
-        return await respond(
-            request, servable.run_http(payload), stream, connection, record, failure
-        )
-
-
 async def json_route(request: web.Request) -> web.StreamResponse:
     raw, body = await read_json(request)
-    return await _run(request, model_name(body), (raw, body, None), _streams(body))
+    model = model_name(body)
+    return await run_graph(request, model, _streams(body), EventStreamFailure(model), raw, body)
 
 
 async def form_route(request: web.Request) -> web.StreamResponse:
@@ -73,7 +50,8 @@ async def form_route(request: web.Request) -> web.StreamResponse:
         stream = bool(RequestFields(form=form).boolean("stream"))
     except InvalidRequest:
         stream = False  # the calculator refuses the field with its own message
-    return await _run(request, models[-1], (b"", None, form), stream)
+    model = models[-1]
+    return await run_graph(request, model, stream, EventStreamFailure(model), form=form)
 
 
 def is_media_path(path: str) -> bool:

@@ -125,24 +125,34 @@ async def generate(
     request: web.Request, stream_failure: Callable[[str], StreamFailure] | None
 ) -> web.StreamResponse:
     """Run the graph the request's `model` names; `stream_failure` is the path's API's."""
-    state = request.app[STATE]
     raw, body = await read_json(request)
     model = model_name(body)
-    servable = state.repository.get(model)
     streaming = stream_failure is not None and body.get("stream") is True
+    ending = stream_failure(model) if stream_failure is not None else None
+    return await run_graph(request, model, streaming, ending, raw, body)
+
+
+async def run_graph(
+    request: web.Request,
+    model: str,
+    streaming: bool,
+    stream_failure: StreamFailure | None,
+    raw: bytes = b"",
+    body: Any = None,
+    form: Form | None = None,
+) -> web.StreamResponse:
+    """Run the graph `model` names on the request (its JSON body, or its multipart form) and
+    send what it answers (see `respond`), counted in OVMS's request metrics."""
+    state = request.app[STATE]
+    servable = state.repository.get(model)
     connection = RequestConnection(request)
-    payload = http_payload(request, raw, body, connection)
+    payload = http_payload(request, raw, body, connection, form)
     method = "Stream" if streaming else "Unary"
     with state.metrics.request(
         "V3", "REST", method, servable.name, available=servable.available
     ) as record:
         return await respond(
-            request,
-            servable.run_http(payload),
-            streaming,
-            connection,
-            record,
-            stream_failure(model) if stream_failure is not None else None,
+            request, servable.run_http(payload), streaming, connection, record, stream_failure
         )
 
 

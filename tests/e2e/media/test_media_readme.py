@@ -1,4 +1,5 @@
-"""The README's image and speech example runs as written against a real server."""
+"""The image and speech example of docs/images-and-speech.md runs as written against a real
+server (documentation that cannot rot)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import pytest
 if TYPE_CHECKING:
     from conftest import ExactServer
 
-README = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
-# The README's model names, and the media server's.
+PAGE = Path(__file__).resolve().parents[3] / "docs" / "images-and-speech.md"
+README = PAGE.read_text(encoding="utf-8")
+# The page's model names, and the media server's.
 MODELS = {'"sd"': '"tiny-sd"', '"whisper"': '"tiny-whisper"', '"speecht5"': '"tiny-speecht5"'}
 
 
@@ -29,7 +31,7 @@ def test_the_readme_example_runs(
     for readme_name, served in MODELS.items():
         code = code.replace(f"model={readme_name}", f"model={served}")
     monkeypatch.chdir(tmp_path)
-    exec(compile(code, "README.md", "exec"), {"__name__": "readme_example"})
+    exec(compile(code, str(PAGE), "exec"), {"__name__": "readme_example"})
     assert (tmp_path / "lighthouse.png").read_bytes().startswith(b"\x89PNG")
     assert (tmp_path / "hello.wav").read_bytes().startswith(b"RIFF")
     printed = capsys.readouterr().out.splitlines()

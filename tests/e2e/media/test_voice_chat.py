@@ -320,12 +320,13 @@ def test_the_readme_example_runs(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
+    page = Path(__file__).resolve().parents[3] / "docs" / "voice-chat.md"
+    readme = page.read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
     (block,) = [b for b in blocks if 'model="voice-chat"' in b]
     (tmp_path / "question.wav").write_bytes(audio.wav(audio.speech_like(2.0, 3)))
     monkeypatch.chdir(tmp_path)
     code = block.replace("http://127.0.0.1:8000", voice_server.base_url)
-    exec(compile(code, "README.md", "exec"), {"__name__": "readme_example"})
+    exec(compile(code, str(page), "exec"), {"__name__": "readme_example"})
     assert wav_samples((tmp_path / "answer.wav").read_bytes()).size > 0
     assert capsys.readouterr().out.strip()
