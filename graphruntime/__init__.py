@@ -33,6 +33,13 @@ from graphruntime.packet import Packet
 from graphruntime.registry import register_calculator, register_input_stream_handler
 from graphruntime.services import GraphService
 from graphruntime.stream_handlers import InputStreamHandler
+from graphruntime.subgraph_expansion import SubgraphError, expand_subgraphs
+from graphruntime.subgraphs import (
+    SubgraphContext,
+    SubgraphLibrary,
+    register_subgraph,
+    subgraph_registry,
+)
 from graphruntime.timestamp import Timestamp
 from graphruntime.validation import NodeSpec, ValidatedGraph
 
@@ -63,12 +70,18 @@ __all__ = [
     "PacketError",
     "SourceLocation",
     "StatusStop",
+    "SubgraphContext",
+    "SubgraphError",
+    "SubgraphLibrary",
     "Timestamp",
     "ValidatedGraph",
     "ValidationIssue",
     "calculator_function",
+    "expand_subgraphs",
     "load_graph_config",
     "parse_graph_config",
     "register_calculator",
     "register_input_stream_handler",
+    "register_subgraph",
+    "subgraph_registry",
 ]

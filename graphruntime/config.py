@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -107,6 +109,36 @@ def _option_sources(root: Message, owner: FieldPath) -> list[tuple[FieldPath, Op
     return [(owner, "any")] if _is_any_list(field) else []
 
 
+@dataclass(frozen=True)
+class SubgraphUse:
+    """One subgraph a node of an expanded graph came from: the prefix its names got (the using
+    node's name, as MediaPipe forms it), the subgraph's type and where the using node is written."""
+
+    name: str
+    type: str
+    location: SourceLocation | None
+
+
+@dataclass
+class NodeParts:
+    """What a graph knows of one node besides its proto, with paths relative to the node
+    (`("input_stream", 0)`), so that an expansion can move the node to another graph."""
+
+    locations: dict[FieldPath, SourceLocation]
+    opaque: list[OpaqueRecord]
+    subgraphs: tuple[SubgraphUse, ...] = ()
+
+
+def _relative(record: OpaqueRecord, prefix: FieldPath) -> OpaqueRecord:
+    slot = record.slot[len(prefix) :] if record.slot is not None else None
+    return replace(record, owner=record.owner[len(prefix) :], slot=slot)
+
+
+def _absolute(record: OpaqueRecord, prefix: FieldPath) -> OpaqueRecord:
+    slot = (*prefix, *record.slot) if record.slot is not None else None
+    return replace(record, owner=(*prefix, *record.owner), slot=slot)
+
+
 class GraphConfig:
     """A parsed CalculatorGraphConfig plus where each part came from.
 
@@ -122,11 +154,14 @@ class GraphConfig:
         path: str | None = None,
         locations: dict[FieldPath, SourceLocation] | None = None,
         opaque: tuple[OpaqueRecord, ...] = (),
+        subgraphs: dict[int, tuple[SubgraphUse, ...]] | None = None,
     ) -> None:
         self.proto = proto
         self.path = path
         self._locations = dict(locations or {})
         self._opaque = opaque
+        self._subgraphs = dict(subgraphs or {})
+        self._parts: dict[int, NodeParts] | None = None
 
     @classmethod
     def from_proto(
@@ -142,6 +177,61 @@ class GraphConfig:
             if found is not None:
                 return found
         return None
+
+    def subgraphs(self, node_index: int) -> tuple[SubgraphUse, ...]:
+        """The subgraphs node `node_index` was expanded from, outermost first; () for a node the
+        graph file itself lists."""
+        return self._subgraphs.get(node_index, ())
+
+    @property
+    def has_subgraphs(self) -> bool:
+        return bool(self._subgraphs)
+
+    def option_entries(self, *owner_path: str | int) -> list[OptionsEntry]:
+        """Every options block at the owner (a node, or () for the graph's own options)."""
+        return self._entries(owner_path)
+
+    def node_parts(self, index: int) -> NodeParts:
+        if self._parts is None:  # grouped once: an expansion asks for every node
+            self._parts = {}
+            for path, location in self._locations.items():
+                if len(path) > 1 and path[0] == "node" and isinstance(path[1], int):
+                    self._part(path[1]).locations[path[2:]] = location
+            for record in self._opaque:
+                owner = record.owner
+                if len(owner) > 1 and owner[0] == "node" and isinstance(owner[1], int):
+                    self._part(owner[1]).opaque.append(_relative(record, owner[:2]))
+        found = self._parts.get(index)
+        return NodeParts(
+            dict(found.locations) if found else {},
+            list(found.opaque) if found else [],
+            self.subgraphs(index),
+        )
+
+    def _part(self, index: int) -> NodeParts:
+        assert self._parts is not None
+        return self._parts.setdefault(index, NodeParts({}, []))
+
+    def with_nodes(
+        self,
+        proto: calculator_pb2.CalculatorGraphConfig,
+        parts: list[NodeParts],
+    ) -> GraphConfig:
+        """This graph's top level with `proto`'s nodes, each described by its `parts`."""
+        locations = {p: loc for p, loc in self._locations.items() if p[:1] != ("node",)}
+        opaque = [r for r in self._opaque if r.owner[:1] != ("node",)]
+        for index, part in enumerate(parts):
+            prefix: FieldPath = ("node", index)
+            locations.update({(*prefix, *p): loc for p, loc in part.locations.items()})
+            opaque += [_absolute(r, prefix) for r in part.opaque]
+        subgraphs = {i: part.subgraphs for i, part in enumerate(parts) if part.subgraphs}
+        return GraphConfig(proto, self.path, locations, tuple(opaque), subgraphs)
+
+    def opaque_records(self, owner: FieldPath) -> list[OpaqueRecord]:
+        """The opaque blocks inside `owner`: a node, or () for the graph outside its nodes."""
+        if owner:
+            return [r for r in self._opaque if r.owner[: len(owner)] == owner]
+        return [r for r in self._opaque if r.owner[:1] != ("node",)]
 
     def opaque_options(self, *owner_path: str | int) -> tuple[OpaqueOptions, ...]:
         return tuple(e.opaque for e in self._entries(owner_path) if e.opaque is not None)
@@ -210,6 +300,24 @@ class GraphConfig:
                     OptionsEntry(item.type_url.rpartition("/")[2], "any", where, item.value)
                 )
         return entries
+
+
+def canonical_node_names(nodes: Sequence[calculator_pb2.CalculatorGraphConfig.Node]) -> list[str]:
+    """Each node's name, or its calculator's, with "_1", "_2"... where several share one
+    (MediaPipe's CanonicalNodeName)."""
+    base = [node.name or node.calculator for node in nodes]
+    counts: dict[str, int] = {}
+    for name in base:
+        counts[name] = counts.get(name, 0) + 1
+    seen: dict[str, int] = {}
+    names = []
+    for name in base:
+        if counts[name] <= 1:
+            names.append(name)
+        else:
+            seen[name] = seen.get(name, 0) + 1
+            names.append(f"{name}_{seen[name]}")
+    return names
 
 
 def parse_graph_config(text: str, path: str | None = None) -> GraphConfig:

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
-from graphruntime.config import GraphConfig
+from graphruntime.config import GraphConfig, SubgraphUse
 from graphruntime.errors import GraphError
 from graphruntime.tags import TagError, parse_tag_index, parse_tag_index_name
 
@@ -34,6 +34,7 @@ class _Node:
     side_outputs: list[_Port] = field(default_factory=list)
     back_edges: set[str] = field(default_factory=set)  # stream names entering through back edges
     handler: str = ""
+    subgraphs: tuple[SubgraphUse, ...] = ()  # the subgraph uses it came from, outermost first
 
 
 def _ports(specs: list[str]) -> list[_Port]:
@@ -52,7 +53,9 @@ def _ports(specs: list[str]) -> list[_Port]:
 def _nodes(config: GraphConfig) -> list[_Node]:
     nodes: list[_Node] = []
     for i, node in enumerate(config.proto.node):
-        entry = _Node(i, node.name or node.calculator, node.calculator)
+        uses = config.subgraphs(i)
+        entry = _Node(i, short_name(node.name, uses) or node.calculator, node.calculator)
+        entry.subgraphs = uses
         entry.inputs = _ports(list(node.input_stream))
         entry.outputs = _ports(list(node.output_stream))
         entry.side_inputs = _ports([*node.input_side_packet, *node.external_input])
@@ -77,8 +80,29 @@ def _nodes(config: GraphConfig) -> list[_Node]:
     return nodes
 
 
+def short_name(name: str, uses: tuple[SubgraphUse, ...]) -> str:
+    """An expanded node's name without the prefix its subgraph uses gave it."""
+    if not uses:
+        return name
+    prefix = _prefix_of(uses[-1].name)
+    return name[len(prefix) :] if name.startswith(prefix) else name
+
+
+def _prefix_of(use_name: str) -> str:
+    lowered = use_name.lower()
+    for old in ".: ":
+        lowered = lowered.replace(old, "_")
+    return lowered + "__"
+
+
+def subgraph_label(use: SubgraphUse) -> str:
+    """ "Type (use name)", or the type alone where the using node had no name of its own."""
+    return use.type if use.name == use.type else f"{use.type} ({use.name})"
+
+
 def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
 
 
 def to_dot(config: GraphConfig) -> str:
@@ -99,17 +123,31 @@ def to_dot(config: GraphConfig) -> str:
             "fillcolor=lightblue];"
         )
     side_producers: dict[str, str] = {}
-    for node in nodes:
+    open_groups: list[SubgraphUse] = []
+    # Grouped by subgraph use, so that each cluster is written in one piece.
+    for node in sorted(nodes, key=lambda n: [use.name for use in n.subgraphs]):
         node_id = f"n{node.index}"
         subtitle = node.calculator if node.title != node.calculator else ""
         if node.handler:
-            subtitle = f"{subtitle}\\n[{node.handler}]" if subtitle else f"[{node.handler}]"
-        label = node.title + (f"\\n{subtitle}" if subtitle else "")
+            subtitle = f"{subtitle}\n[{node.handler}]" if subtitle else f"[{node.handler}]"
+        label = node.title + (f"\n{subtitle}" if subtitle else "")
+        shared = 0
+        while (
+            shared < min(len(open_groups), len(node.subgraphs))
+            and open_groups[shared] == node.subgraphs[shared]
+        ):
+            shared += 1
+        lines += ["  }"] * (len(open_groups) - shared)
+        for use in node.subgraphs[shared:]:
+            lines.append(f"  subgraph {_quote('cluster_' + use.name)} {{")
+            lines.append(f"    label={_quote(subgraph_label(use))}; style=dashed;")
+        open_groups = list(node.subgraphs)
         lines.append(f"  {node_id} [shape=box, style=rounded, label={_quote(label)}];")
         for port in node.outputs:
             producers[port.name] = node_id
         for port in node.side_outputs:
             side_producers[port.name] = node_id
+    lines += ["  }"] * len(open_groups)
     consumed_side: set[str] = set()
     for node in nodes:
         node_id = f"n{node.index}"
@@ -181,8 +219,15 @@ def to_text(config: GraphConfig) -> str:
     for node in nodes:
         title = node.title if node.title == node.calculator else f"{node.title} ({node.calculator})"
         location = config.location("node", node.index)
-        where = f"  [line {location.line}]" if location else ""
+        where = ""
+        if location is not None:
+            where = (
+                f"  [{location}]" if location.path != config.path else f"  [line {location.line}]"
+            )
         lines.append(f"node {node.index}: {title}{where}")
+        if node.subgraphs:
+            chain = " > ".join(subgraph_label(use) for use in node.subgraphs)
+            lines.append(f"    subgraph: {chain}")
         if node.handler:
             lines.append(f"    handler: {node.handler}")
         for port in node.inputs:

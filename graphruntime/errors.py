@@ -18,9 +18,14 @@ class SourceLocation:
     path: str | None
     line: int
     column: int = 1
+    via: str = ""  # for a node expanded from a subgraph: which one, used where
 
     def __str__(self) -> str:
         return f"{self.path or '<graph>'}:{self.line}"
+
+    def describe(self, message: str) -> str:
+        """`FILE:LINE: message`, plus the subgraph use that brought the line in."""
+        return f"{self}: {message}" + (f" (in {self.via})" if self.via else "")
 
 
 class GraphError(Exception):
@@ -39,7 +44,7 @@ class GraphConfigError(GraphError):
         self.location = location
 
     def __str__(self) -> str:
-        return f"{self.location}: {self.message}" if self.location else self.message
+        return self.location.describe(self.message) if self.location else self.message
 
 
 @dataclass(frozen=True)
@@ -50,7 +55,7 @@ class ValidationIssue:
     location: SourceLocation | None = None
 
     def __str__(self) -> str:
-        return f"{self.location}: {self.message}" if self.location else self.message
+        return self.location.describe(self.message) if self.location else self.message
 
 
 class GraphValidationError(GraphError):

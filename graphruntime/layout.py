@@ -19,7 +19,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
 from graphruntime.config import GraphConfig
-from graphruntime.drawing import node_models, port_list
+from graphruntime.drawing import node_models, port_list, subgraph_label
 
 CHAR_WIDTH = 7.0  # px per character at the 12px font used
 LINE_HEIGHT = 15.0
@@ -41,6 +41,7 @@ class Box:
     h: float = 0.0
     rank: int = 0
     order: float = 0.0
+    groups: tuple[tuple[str, str], ...] = ()  # (name, label) of the subgraphs it came from
 
 
 @dataclass
@@ -84,6 +85,7 @@ def _graph_elements(config: GraphConfig, figure_lines: int) -> tuple[dict[str, B
         height = LINE_HEIGHT * (2 + figure_lines) + 14.0
         width = max(_text_width(model.title, sublabel), 150.0 if figure_lines else 0.0)
         boxes[box_id] = Box(box_id, "node", model.title, sublabel, model.index, w=width, h=height)
+        boxes[box_id].groups = tuple((use.name, subgraph_label(use)) for use in model.subgraphs)
         for port in model.outputs:
             producers[port.name] = box_id
         for port in model.side_outputs:
@@ -281,16 +283,58 @@ STYLE = """
 .graphrt-graph .edge.side path { stroke-dasharray: 3 3; }
 .graphrt-graph .edge text { font-size: 11px; fill: #57606a; }
 .graphrt-graph .edge.back text { fill: #cf222e; }
+.graphrt-graph .group rect { fill: #f6f8fa; stroke: #8c959f; stroke-dasharray: 6 4; }
+.graphrt-graph .group text { font-size: 11px; fill: #57606a; }
 """
+GROUP_PAD = 18.0  # around a subgraph's nodes, more for each subgraph nested inside it
+GROUP_NESTING = 14.0
+
+
+@dataclass
+class _Group:
+    name: str
+    label: str
+    left: float
+    top: float
+    right: float
+    bottom: float
+
+
+def _groups(graph_layout: Layout) -> list[_Group]:
+    """A rectangle around each subgraph's nodes, outermost first (so drawn first, behind)."""
+    members: dict[str, list[tuple[Box, int]]] = {}
+    labels: dict[str, tuple[str, int]] = {}
+    for box in graph_layout.boxes.values():
+        for depth, (name, label) in enumerate(box.groups):
+            members.setdefault(name, []).append((box, len(box.groups) - depth - 1))
+            labels[name] = (label, depth)
+    groups = []
+    for name, boxes in sorted(members.items(), key=lambda item: labels[item[0]][1]):
+        pad = GROUP_PAD + GROUP_NESTING * max(nested for _, nested in boxes)
+        groups.append(
+            _Group(
+                name,
+                labels[name][0],
+                min(b.x - b.w / 2 for b, _ in boxes) - pad,
+                min(b.y for b, _ in boxes) - pad,
+                max(b.x + b.w / 2 for b, _ in boxes) + pad,
+                max(b.y + b.h for b, _ in boxes) + pad / 2,
+            )
+        )
+    return groups
 
 
 def to_svg(graph_layout: Layout, figure_lines: int = 0) -> str:
     """The layout as a standalone SVG document (its style inline, no external references)."""
     escape = html.escape
+    groups = _groups(graph_layout)
+    shift_x = max([0.0, *(4.0 - g.left for g in groups)])
+    shift_y = max([0.0, *(4.0 - g.top for g in groups)])
+    width = max([graph_layout.width + shift_x, *(g.right + shift_x + 4.0 for g in groups)])
+    height = graph_layout.height + shift_y
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="graphrt-graph" '
-        f'width="{graph_layout.width:.0f}" height="{graph_layout.height:.0f}" '
-        f'viewBox="0 0 {graph_layout.width:.0f} {graph_layout.height:.0f}">',
+        f'width="{width:.0f}" height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}">',
         "<defs>"
         '<marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
         'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
@@ -299,7 +343,17 @@ def to_svg(graph_layout: Layout, figure_lines: int = 0) -> str:
         'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
         'fill="#cf222e"/></marker></defs>',
         f"<style>{STYLE}</style>",
+        f'<g transform="translate({shift_x:.1f},{shift_y:.1f})">',
     ]
+    for group in groups:
+        group_w, group_h = group.right - group.left, group.bottom - group.top
+        out.append(
+            f'<g class="group" data-subgraph="{escape(group.name, quote=True)}">'
+            f'<rect x="{group.left:.1f}" y="{group.top:.1f}" '
+            f'width="{group_w:.1f}" height="{group_h:.1f}" rx="8"/>'
+            f'<text x="{group.left + 8:.1f}" y="{group.top + 13:.1f}">{escape(group.label)}</text>'
+            "</g>"
+        )
     for edge in graph_layout.edges:
         marker = "arrow-back" if edge.kind == "back" else "arrow"
         x, y, anchor = _label_point(edge)
@@ -344,7 +398,7 @@ def to_svg(graph_layout: Layout, figure_lines: int = 0) -> str:
                 f'<text x="{box.x:.1f}" y="{top + box.h / 2 + 4:.1f}" '
                 f'text-anchor="middle">{label}</text></g>'
             )
-    out.append("</svg>")
+    out.append("</g></svg>")
     return "\n".join(out) + "\n"
 
 

@@ -26,6 +26,8 @@ from graphruntime.tags import TagError, TagMap, parse_tag_index, parse_tag_index
 
 DEFAULT_HANDLER = "DefaultInputStreamHandler"
 DEFAULT_OUTPUT_HANDLER = "InOrderOutputStreamHandler"
+# Said of an unknown calculator, since the name may have been meant as a subgraph's type.
+NOT_A_SUBGRAPH = " (nor a subgraph in Python, the graph's directory or the subgraph path)"
 
 
 @dataclass
@@ -168,7 +170,8 @@ class NodeChecker(ConfigChecker):
             hint = calculators.suggestion(node.calculator)
             self.out.error(
                 f'Unable to find Calculator "{node.calculator}"'
-                + (f'; did you mean "{hint}"?' if hint else ""),
+                + (f'; did you mean "{hint}"?' if hint else "")
+                + NOT_A_SUBGRAPH,
                 self.location(*where, "calculator"),
             )
             return result

@@ -123,6 +123,7 @@ class NodeProfile:
 
     name: str
     calculator: str
+    subgraph: str = ""  # the subgraph types it was expanded from, outermost first ("A > B")
     open_runtime_ns: int = 0
     close_runtime_ns: int = 0
     errors: int = 0
@@ -202,7 +203,12 @@ class GraphProfiler:
         self.included = [
             pattern is None or pattern.fullmatch(spec.name) is not None for spec in graph.nodes
         ]
-        self.profiles = [NodeProfile(spec.name, spec.calculator_name) for spec in graph.nodes]
+        self.profiles = [
+            NodeProfile(
+                spec.name, spec.calculator_name, " > ".join(use.type for use in spec.subgraphs)
+            )
+            for spec in graph.nodes
+        ]
         for profile in self.profiles:
             profile.histogram = [0] * settings.num_histogram_intervals
         self.bucket_ns = settings.histogram_interval_size_usec * 1000
@@ -336,6 +342,7 @@ class GraphProfiler:
                 {
                     "node": profile.name,
                     "calculator": profile.calculator,
+                    "subgraph": profile.subgraph,
                     "calls": durations.count,
                     "total_ms": durations.total / 1e6,
                     "mean_ms": durations.mean / 1e6,
@@ -354,11 +361,14 @@ class GraphProfiler:
             f"{'node':<{width}}  {'calls':>7}  {'total ms':>10}  {'mean ms':>9}  "
             f"{'p99 ms':>9}  {'% wall':>6}"
         )
+        grouped = any(row["subgraph"] for row in rows)
+        header += "  subgraph" if grouped else ""
         lines = [header, "-" * len(header)]
         for row in rows:
             lines.append(
                 f"{row['node']:<{width}}  {row['calls']:>7}  {row['total_ms']:>10.3f}  "
                 f"{row['mean_ms']:>9.3f}  {row['p99_ms']:>9.3f}  {row['wall_share'] * 100:>5.1f}%"
+                + (f"  {row['subgraph']}" if grouped else "")
             )
         lines.append(f"wall time: {self.wall_ns / 1e6:.3f} ms")
         return "\n".join(lines) + "\n"

@@ -26,7 +26,13 @@ from google.protobuf.message import Message
 
 from graphruntime._proto import calculator_pb2
 from graphruntime.calculator import Calculator, hook_is_async
-from graphruntime.config import GraphConfig, load_graph_config, parse_graph_config
+from graphruntime.config import (
+    GraphConfig,
+    SubgraphUse,
+    canonical_node_names,
+    load_graph_config,
+    parse_graph_config,
+)
 from graphruntime.contract import CalculatorContract
 from graphruntime.errors import (
     GraphValidationError,
@@ -37,6 +43,8 @@ from graphruntime.executors import ExecutorSet
 from graphruntime.node_checks import NodeChecker
 from graphruntime.services import GraphService
 from graphruntime.stream_handlers import InputStreamHandler
+from graphruntime.subgraph_expansion import expand_subgraphs
+from graphruntime.subgraphs import SubgraphLibrary
 from graphruntime.tags import TagMap
 
 logger = logging.getLogger(__name__)
@@ -76,26 +84,13 @@ class NodeSpec:
     location: SourceLocation | None
     async_hooks: frozenset[str]
     services: tuple[tuple[GraphService[Any], bool], ...] = ()  # (service, required)
+    subgraphs: tuple[
+        SubgraphUse, ...
+    ] = ()  # the subgraph uses it was expanded from, outermost first
 
     @property
     def is_source(self) -> bool:
         return len(self.inputs) == 0
-
-
-def _canonical_names(nodes: Sequence[calculator_pb2.CalculatorGraphConfig.Node]) -> list[str]:
-    base = [node.name or node.calculator for node in nodes]
-    counts: dict[str, int] = {}
-    for name in base:
-        counts[name] = counts.get(name, 0) + 1
-    seen: dict[str, int] = {}
-    names = []
-    for name in base:
-        if counts[name] <= 1:
-            names.append(name)
-        else:
-            seen[name] = seen.get(name, 0) + 1
-            names.append(f"{name}_{seen[name]}")
-    return names
 
 
 class ValidatedGraph:
@@ -157,18 +152,28 @@ class ValidatedGraph:
 
     @classmethod
     def from_config(
-        cls, config: GraphConfig | calculator_pb2.CalculatorGraphConfig | str
+        cls,
+        config: GraphConfig | calculator_pb2.CalculatorGraphConfig | str,
+        *,
+        subgraph_paths: Sequence[str | os.PathLike[str]] = (),
     ) -> ValidatedGraph:
-        """Validate a parsed config, a proto message, or graph text."""
+        """Validate a parsed config, a proto message, or graph text, after expanding its
+        subgraphs (found as subgraphs.py says, `subgraph_paths` searched after the graph's own
+        directory)."""
         if isinstance(config, str):
             config = parse_graph_config(config)
         elif isinstance(config, calculator_pb2.CalculatorGraphConfig):
             config = GraphConfig.from_proto(config)
-        return _Validator(config).run()
+        return _Validator(expand_subgraphs(config, SubgraphLibrary(subgraph_paths))).run()
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str]) -> ValidatedGraph:
-        return cls.from_config(load_graph_config(path))
+    def from_file(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        subgraph_paths: Sequence[str | os.PathLike[str]] = (),
+    ) -> ValidatedGraph:
+        return cls.from_config(load_graph_config(path), subgraph_paths=subgraph_paths)
 
 
 def validate_graph(config: GraphConfig | str) -> ValidatedGraph:
@@ -185,7 +190,7 @@ class _Validator(NodeChecker):
         self.tag_map(proto.input_side_packet, "input_side_packet")
         self.tag_map(proto.output_side_packet, "output_side_packet")
         self.check_executors()
-        names = _canonical_names(proto.node)
+        names = canonical_node_names(proto.node)
         partial = [self.check_node(i, names[i]) for i in range(len(proto.node))]
 
         producers: dict[str, Endpoint] = {}
@@ -443,6 +448,7 @@ class _Validator(NodeChecker):
                 hook for hook in ("open", "process", "close") if hook_is_async(calculator, hook)
             ),
             services=tuple(contract.services.items()),
+            subgraphs=self.config.subgraphs(config_index),
         )
 
 

@@ -1,6 +1,6 @@
 """Classify flowers through the graph with Triton's KServe client (gRPC, or REST with --rest).
 
-python client.py [--url 127.0.0.1:9000] [--rest]  5.1,3.5,1.4,0.2  6.7,3.0,5.2,2.3
+python client.py [--url 127.0.0.1:9000] [--rest] [--model iris_subgraphs]  5.1,3.5,1.4,0.2
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ def main() -> None:
     parser.add_argument("flowers", nargs="+", help="sepal length,width,petal length,width (cm)")
     parser.add_argument("--url", default="127.0.0.1:9000", help="host:port of gRPC (or REST)")
     parser.add_argument("--rest", action="store_true", help="use KServe REST instead of gRPC")
+    parser.add_argument("--model", default="iris_pipeline", help="graph to call (iris_subgraphs)")
     args = parser.parse_args()
     if args.rest:
         import tritonclient.http as kserve
@@ -25,7 +26,7 @@ def main() -> None:
     client = kserve.InferenceServerClient(args.url)
     request = kserve.InferInput("measurements", list(measurements.shape), "FP32")
     request.set_data_from_numpy(measurements)
-    result = client.infer("iris_pipeline", [request])
+    result = client.infer(args.model, [request])
     for label, probability in zip(
         result.as_numpy("label"), result.as_numpy("probability"), strict=True
     ):

@@ -3,7 +3,8 @@
 `StandardizeCalculator` turns raw centimetres into what the model was trained on;
 `TopClassCalculator` turns scores into a class name and its probability. graph.pbtxt names them
 `iris_calculators:StandardizeCalculator` and `iris_calculators:TopClassCalculator`; the server
-finds this module through `--python_path`.
+finds this module through `--python_path`. `IrisClassifier` packages the whole pipeline as a
+subgraph, registered when the server imports this module (`--import iris_calculators`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,17 @@ from typing import Any
 
 import numpy as np
 
-from graphruntime import Calculator, CalculatorContext, Input, Output
+from calculators.openvino.openvino_calculators_pb2 import (
+    OpenVINOModelServerSessionCalculatorOptions,
+)
+from graphruntime import (
+    Calculator,
+    CalculatorContext,
+    Input,
+    Output,
+    SubgraphContext,
+    register_subgraph,
+)
 
 CLASSES = np.array([b"setosa", b"versicolor", b"virginica"], dtype=object)
 # Mean and standard deviation of each measurement in the training data.
@@ -49,3 +60,44 @@ class TopClassCalculator(Calculator):
         best = probabilities.argmax(axis=-1)
         cc.outputs[self.label].add(CLASSES[best])
         cc.outputs[self.probability].add(probabilities.max(axis=-1).astype(np.float32))
+
+
+@register_subgraph
+def IrisClassifier(context: SubgraphContext) -> str:
+    """Measurements in, label and probability out: standardize, the model, top class.
+
+    The model is the one the using node's options name (its servable_name); it reaches the
+    OpenVINOClassifier subgraph (subgraphs/openvino_classifier.pbtxt) through that node's options.
+    """
+    options = context.options(OpenVINOModelServerSessionCalculatorOptions)
+    if options is None or not options.servable_name:
+        raise ValueError(
+            "IrisClassifier needs OpenVINOModelServerSessionCalculatorOptions.servable_name"
+        )
+    return f"""
+        type: "IrisClassifier"
+        input_stream: "MEASUREMENTS:measurements"
+        output_stream: "LABEL:label"
+        output_stream: "PROBABILITY:probability"
+        node {{
+          calculator: "iris_calculators:StandardizeCalculator"
+          input_stream: "measurements"
+          output_stream: "features"
+        }}
+        node {{
+          calculator: "OpenVINOClassifier"
+          input_stream: "FEATURES:features"
+          output_stream: "SCORES:scores"
+          node_options: {{
+            [type.googleapis.com/mediapipe.OpenVINOModelServerSessionCalculatorOptions]: {{
+              servable_name: "{options.servable_name}"
+            }}
+          }}
+        }}
+        node {{
+          calculator: "iris_calculators:TopClassCalculator"
+          input_stream: "scores"
+          output_stream: "LABEL:label"
+          output_stream: "PROBABILITY:probability"
+        }}
+    """

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from graphruntime.server import export_command, graph_command, request_ids, serve_command
-from graphruntime.server.cli_options import add_user_code_arguments
+from graphruntime.server.cli_options import add_subgraph_path_argument, add_user_code_arguments
 
 __all__ = ["build_parser", "main"]
 
@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve_command.add_serve_arguments(serve)
     add_user_code_arguments(serve)
+    add_subgraph_path_argument(serve)
     export = commands.add_parser(
         "export", help="write a model directory, graph.pbtxt and config entry (export_model.py)"
     )

@@ -21,6 +21,7 @@ __all__ = [
     "POOLING_CHOICES",
     "add_encoder_arguments",
     "add_media_arguments",
+    "add_subgraph_path_argument",
     "add_user_code_arguments",
     "load_user_code",
     "media_flags",
@@ -43,6 +44,17 @@ def add_user_code_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="MODULE",
         help="module to import at startup, e.g. one that registers calculators (repeatable)",
+    )
+
+
+def add_subgraph_path_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--subgraph_path",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="directory of subgraph .pbtxt files (with `type:`), searched after the graph's own "
+        "directory (repeatable)",
     )
 
 

@@ -90,6 +90,7 @@ class GraphDefinition:
     fingerprint: str = ""
     # Why the definition cannot load (a broken subconfig), reported when it is loaded.
     problem: str | None = None
+    subgraph_paths: tuple[Path, ...] = ()  # config.json's, searched after the graph's directory
 
 
 class GraphServable:
@@ -172,7 +173,10 @@ class GraphServable:
         try:
             if self.definition.problem:
                 raise ServableError(self.definition.problem)
-            graph = ValidatedGraph.from_config(self._config())
+            graph = ValidatedGraph.from_config(
+                self._config(),
+                subgraph_paths=[*self.definition.subgraph_paths, *self.policy.subgraph_paths],
+            )
             inputs, outputs = graph.input_streams, graph.output_streams
             for request_tag, response_tag in PAYLOAD_TAGS:
                 if inputs.has_tag(request_tag) and outputs.has_tag(response_tag):

@@ -3,11 +3,12 @@
 config.json follows OVMS's schema: `model_config_list` (required, may be empty) entries are plain
 OpenVINO models with numbered version folders; `mediapipe_config_list` entries
 `{name, base_path, graph_path, subconfig}` are graphs, paths relative to the config file,
-`base_path` defaulting to `<config dir>/<name>` and `graph_path` to `<base_path>/graph.pbtxt`. A
-graph's `subconfig` (default `<base_path>/subconfig.json` when present) lists more models, served
-like the others, for the graph's OpenVINOModelServerSessionCalculator nodes. A schema error names
-the key and the file and applies nothing; a broken servable is reported (UNAVAILABLE with its
-reason) while the others load.
+`base_path` defaulting to `<config dir>/<name>` and `graph_path` to `<base_path>/graph.pbtxt`;
+graphrt adds `subgraph_paths`, directories (or files) of subgraphs the graph uses, relative to the
+config file. A graph's `subconfig` (default `<base_path>/subconfig.json` when present) lists more
+models, served like the others, for the graph's OpenVINOModelServerSessionCalculator nodes. A
+schema error names the key and the file and applies nothing; a broken servable is reported
+(UNAVAILABLE with its reason) while the others load.
 
 `apply()` moves the repository to a new set of definitions the way OVMS's reload does: new
 servables load, removed ones unload after their in-flight requests finish, changed ones are
@@ -47,7 +48,7 @@ TOP_LEVEL_KEYS = {
     "custom_loader_config_list",
     "monitoring",
 }
-MEDIAPIPE_KEYS = {"name", "base_path", "graph_path", "subconfig"}
+MEDIAPIPE_KEYS = {"name", "base_path", "graph_path", "subconfig", "subgraph_paths"}
 SUBCONFIG_NAME = "subconfig.json"
 
 # What config.json can define: graphs and plain models share one namespace.
@@ -69,11 +70,30 @@ def _string(entry: dict[str, Any], key: str, where: str, path: Path) -> str | No
     return value
 
 
-def _fingerprint(path: Path) -> str:
+def _strings(entry: dict[str, Any], key: str, where: str, path: Path) -> list[str]:
+    value = entry.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigFileError(path, f"{where}.{key} must be an array of strings")
+    return value
+
+
+def _fingerprint(path: Path, subgraph_places: Iterable[Path] = ()) -> str:
+    """The graph file's hash, and when the subgraph files it may use were last changed, so that a
+    reload notices an edit to either."""
+    digest = hashlib.sha256()
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        digest.update(path.read_bytes())
     except OSError:
         return "missing"  # the servable will report the missing file when it loads
+    for place in subgraph_places:
+        files = sorted(place.glob("*.pbtxt")) if place.is_dir() else [place]
+        for file in files:
+            try:
+                stat = file.stat()
+            except OSError:
+                continue
+            digest.update(f"{file}:{stat.st_mtime_ns}:{stat.st_size}".encode())
+    return digest.hexdigest()
 
 
 def _load_json(path: Path) -> dict[str, Any]:
@@ -150,6 +170,9 @@ def read_config(path: Path) -> list[ServableDefinition]:
         graph_path = (base_path / graph) if graph else (base_path / "graph.pbtxt")
         subconfig = _string(entry, "subconfig", where, path)
         subconfig_path = base_path / (subconfig or SUBCONFIG_NAME)
+        subgraph_paths = tuple(
+            (root / p).resolve() for p in _strings(entry, "subgraph_paths", where, path)
+        )
         problem = None
         if subconfig or subconfig_path.is_file():
             try:
@@ -168,8 +191,9 @@ def read_config(path: Path) -> list[ServableDefinition]:
                 base_path=base_path.resolve(),
                 graph_path=graph_path.resolve(),
                 subconfig=subconfig_path.resolve() if subconfig else None,
-                fingerprint=_fingerprint(graph_path),
+                fingerprint=_fingerprint(graph_path, [graph_path.parent, *subgraph_paths]),
                 problem=problem,
+                subgraph_paths=subgraph_paths,
             )
         )
     return [*models, *definitions]

@@ -66,8 +66,9 @@ async def profile_graph(
     side_packets: Sequence[str],
     repeat: int,
     trace_dir: str | None,
+    subgraph_paths: Sequence[str] = (),
 ) -> GraphProfiler:
-    graph = ValidatedGraph.from_config(load_graph_config(path))
+    graph = ValidatedGraph.from_config(load_graph_config(path), subgraph_paths=subgraph_paths)
     packets = parse_assignments(inputs, "--input")
     sides = dict(parse_assignments(side_packets, "--side_packet"))
     unknown = [name for name, _ in packets if name not in graph.input_streams.names]
@@ -107,9 +108,12 @@ def run(
     side_packets: Sequence[str],
     repeat: int,
     trace_dir: str | None,
+    subgraph_paths: Sequence[str] = (),
 ) -> int:
     try:
-        profiler = asyncio.run(profile_graph(path, inputs, side_packets, repeat, trace_dir))
+        profiler = asyncio.run(
+            profile_graph(path, inputs, side_packets, repeat, trace_dir, subgraph_paths)
+        )
     except UsageError as error:
         print(error, file=sys.stderr)
         return 2

@@ -229,6 +229,7 @@ def settings_from(args: argparse.Namespace) -> ServerSettings:
         engine_restart_window=args.engine_restart_window,
         max_queued_requests=args.max_queued_requests,
         max_audio_seconds=args.max_audio_seconds,
+        subgraph_paths=tuple(args.subgraph_path),
         num_streams=args.num_streams,
         pooling=args.pooling,
         normalize=args.normalize,

@@ -231,6 +231,7 @@ def serving_policy(settings: ServerSettings) -> ServingPolicy:
         ),
         settings.max_queued_requests,
         AudioLimits(settings.max_audio_seconds),
+        settings.subgraph_paths,
     )
 
 

@@ -35,6 +35,9 @@ class ServingPolicy:
     restart: RestartPolicy = field(default_factory=RestartPolicy)
     max_queued_requests: int = DEFAULT_MAX_QUEUED
     audio: AudioLimits = field(default_factory=AudioLimits)
+    # Where every graph looks for subgraph files, after its own directory and config.json's
+    # subgraph_paths (--subgraph_path).
+    subgraph_paths: tuple[str, ...] = ()
 
 
 def queue_bound(graph_text: str, default: int) -> int:

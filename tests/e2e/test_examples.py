@@ -8,16 +8,19 @@ compared with the engine run directly (`golden`); the KServe pipeline's with ope
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import numpy as np
+import pytest
 
 if TYPE_CHECKING:
     from conftest import Golden, LaunchExact
@@ -58,15 +61,16 @@ def test_llm_continuous_batching(
             assert done.stdout == expected.text + "\n"
 
 
-def test_kserve_pipeline(
+@contextlib.contextmanager
+def kserve_example(
     tmp_path: Path, launch_exact: LaunchExact, unused_port: Callable[[], int]
-) -> None:
+) -> Iterator[tuple[Path, Any, int]]:
+    """The KServe example prepared as its README says and served: (directory, server, gRPC port)."""
     example = copy_example("kserve_pipeline", tmp_path)
     made = subprocess.run(
         [sys.executable, "make_model.py", "models"], cwd=example, capture_output=True, text=True
     )
     assert made.returncode == 0, made.stderr
-    flowers = ["5.1,3.5,1.4,0.2", "6.0,2.9,4.5,1.5", "6.7,3.0,5.2,2.3"]
     grpc_port = unused_port()
     args = [
         "--config_path",
@@ -75,13 +79,69 @@ def test_kserve_pipeline(
         str(grpc_port),
         "--python_path",
         str(example),
+        "--import",
+        "iris_calculators",
     ]
     with launch_exact(args, model="iris_pipeline") as server:
+        yield example, server, grpc_port
+
+
+def test_kserve_pipeline(
+    tmp_path: Path, launch_exact: LaunchExact, unused_port: Callable[[], int]
+) -> None:
+    flowers = ["5.1,3.5,1.4,0.2", "6.0,2.9,4.5,1.5", "6.7,3.0,5.2,2.3"]
+    with kserve_example(tmp_path, launch_exact, unused_port) as (example, server, grpc_port):
         over_grpc = run_client(example, "--url", f"127.0.0.1:{grpc_port}", *flowers)
         over_rest = run_client(example, "--rest", "--url", f"127.0.0.1:{server.port}", *flowers)
+        # The same pipeline composed of a Python subgraph and a subgraph file.
+        from_subgraphs = run_client(
+            example, "--url", f"127.0.0.1:{grpc_port}", "--model", "iris_subgraphs", *flowers
+        )
+        page = httpx.get(f"{server.base_url}/graphs/iris_subgraphs", timeout=30).text
     assert over_grpc.returncode == 0, over_grpc.stderr
     assert over_grpc.stdout == over_rest.stdout
     assert over_grpc.stdout.splitlines() == expected_iris(example, flowers)
+    assert from_subgraphs.returncode == 0, from_subgraphs.stderr
+    assert from_subgraphs.stdout == over_grpc.stdout
+    # The graph page draws the expanded nodes inside their subgraphs' groups, nested.
+    assert 'data-subgraph="IrisClassifier"' in page
+    assert 'data-subgraph="irisclassifier__OpenVINOClassifier"' in page
+    assert "irisclassifier__openvinoclassifier__OpenVINOInferenceCalculator" in page
+
+
+@pytest.mark.system
+def test_the_graph_page_shows_subgraphs_in_a_browser(
+    tmp_path: Path, launch_exact: LaunchExact, unused_port: Callable[[], int], browser: Any
+) -> None:
+    with kserve_example(tmp_path, launch_exact, unused_port) as (example, server, grpc_port):
+        page = browser.new_page()
+        page.goto(f"{server.base_url}/graphs/iris_subgraphs")
+        outer = page.locator('.group[data-subgraph="IrisClassifier"]')
+        inner = page.locator('.group[data-subgraph="irisclassifier__OpenVINOClassifier"]')
+        assert outer.text_content() == "IrisClassifier"
+        assert inner.text_content() == "OpenVINOClassifier (irisclassifier__OpenVINOClassifier)"
+        # The inner group lies inside the outer one, and holds the model's two nodes.
+        box, inside = outer.locator("rect").bounding_box(), inner.locator("rect").bounding_box()
+        assert box is not None and inside is not None
+        assert box["x"] < inside["x"] and box["y"] < inside["y"]
+        assert inside["x"] + inside["width"] < box["x"] + box["width"]
+        session = page.locator(".node", has_text="OpenVINOModelServerSessionCalculator")
+        node_box = session.bounding_box()
+        assert node_box is not None and inside["y"] < node_box["y"]
+        assert node_box["y"] + node_box["height"] < inside["y"] + inside["height"]
+        session.click()
+        details = page.locator("#details").inner_text()
+        assert "in subgraph IrisClassifier > OpenVINOClassifier" in details
+        # The page still counts requests: one call reaches the expanded nodes.
+        page.wait_for_selector("#live.on")
+        done = run_client(example, "--url", f"127.0.0.1:{grpc_port}", "--model",
+                          "iris_subgraphs", "5.1,3.5,1.4,0.2")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        page.wait_for_function(
+            "[...document.querySelectorAll('.node')].some("
+            "n => Number(n.getAttribute('data-calls')) > 0)",
+            timeout=20_000,
+        )
 
 
 def expected_iris(example: Path, flowers: list[str]) -> list[str]:

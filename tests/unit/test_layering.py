@@ -156,15 +156,15 @@ CORE_LAYERS: tuple[tuple[str, ...], ...] = (
     # the shared vocabulary
     ("errors", "tags", "timestamp", "services", "_proto"),
     # values and descriptions made of it
-    ("packet", "config_text", "config", "executors", "observe"),
-    # ports and contracts, the calculator base class, stream queues, pictures of a config
-    ("contract", "calculator", "streams", "drawing", "layout"),
+    ("packet", "config_text", "config", "options_text", "executors", "observe"),
+    # ports and contracts, the calculator base class, stream queues, pictures and text of a config
+    ("contract", "calculator", "streams", "drawing", "layout", "config_print"),
     # what a running calculator sees, and how its inputs are grouped into calls
     ("context", "stream_handlers"),
-    # names → classes
-    ("registry", "function"),
-    # a checked graph and the resources its nodes declare
-    ("node_checks", "validation", "resources"),
+    # names → classes, and → subgraphs
+    ("registry", "function", "subgraphs"),
+    # a checked graph (its subgraphs expanded first) and the resources its nodes declare
+    ("subgraph_expansion", "node_checks", "validation", "resources"),
     # what a run keeps per node, and holding back its feeders while a queue is full
     ("node_runtime", "flow_control"),
     # running a graph, and watching it run

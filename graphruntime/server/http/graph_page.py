@@ -34,6 +34,7 @@ from urllib.parse import quote
 from aiohttp import web
 from google.protobuf import text_format
 
+from graphruntime.drawing import subgraph_label
 from graphruntime.layout import layout, to_svg
 from graphruntime.server.graph_servable import GraphServable
 from graphruntime.server.http.state import STATE
@@ -234,6 +235,7 @@ def _node_details(servable: GraphServable) -> dict[str, Any]:
             "calculator": spec.calculator_name,
             "config": text_format.MessageToString(node),
             "llm": bool(servable.watch and spec.name in servable.watch.engines),
+            "subgraph": " > ".join(subgraph_label(use) for use in spec.subgraphs),
         }
     return details
 

@@ -22,6 +22,7 @@ from graphruntime import (
     parse_graph_config,
     register_calculator,
 )
+from graphruntime.node_checks import NOT_A_SUBGRAPH
 
 PATH = "g.pbtxt"
 
@@ -87,7 +88,8 @@ node {
     )
     assert found == [
         (
-            'Unable to find Calculator "PassThruCalculator"; did you mean "PassThroughCalculator"?',
+            'Unable to find Calculator "PassThruCalculator"; did you mean "PassThroughCalculator"?'
+            + NOT_A_SUBGRAPH,
             "g.pbtxt:3",
         ),
     ]
@@ -95,7 +97,7 @@ node {
 
 def test_unknown_calculator_without_close_name_has_no_suggestion() -> None:
     found = issues('node {\n  calculator: "Zzqxjvw"\n}\n')
-    assert found == [('Unable to find Calculator "Zzqxjvw"', "g.pbtxt:2")]
+    assert found == [('Unable to find Calculator "Zzqxjvw"' + NOT_A_SUBGRAPH, "g.pbtxt:2")]
 
 
 def test_unknown_input_stream_handler() -> None:
@@ -659,7 +661,7 @@ node {
     found = {(issue.message, str(issue.location)) for issue in caught.value.issues}
     assert found == {
         ('"default" is a reserved executor name.', "g.pbtxt:2"),
-        ('Unable to find Calculator "NoSuchThingAtAllXyz"', "g.pbtxt:4"),
+        ('Unable to find Calculator "NoSuchThingAtAllXyz"' + NOT_A_SUBGRAPH, "g.pbtxt:4"),
         ('Output Stream "out" defined twice.', "g.pbtxt:15"),
         (
             'Input Stream "nowhere" for node with sorted index 1 name PassThroughCalculator_1 does '

@@ -13,6 +13,7 @@ import pytest
 from graphruntime import Packet, calculator_function
 from graphruntime.calculator_graph import CalculatorGraph
 from graphruntime.config import load_graph_config
+from graphruntime.node_checks import NOT_A_SUBGRAPH
 from graphruntime.server.cli import main
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "graphs"
@@ -122,7 +123,8 @@ def test_bad_llm_options_are_reported_at_their_line(tmp_path: Path) -> None:
         (
             'calculator: "HttpLLMCalculator"',
             'calculator: "HttpLLMCalculatr"',
-            'Unable to find Calculator "HttpLLMCalculatr"; did you mean "HttpLLMCalculator"?',
+            'Unable to find Calculator "HttpLLMCalculatr"; did you mean "HttpLLMCalculator"?'
+            + NOT_A_SUBGRAPH,
             "HttpLLMCalculatr",
         ),
         (

@@ -402,3 +402,34 @@ def test_graph_edits_change_the_definition(tmp_path: Path) -> None:
     assert read_config(path) == first
     graph.write_text('input_stream: "other"\n', encoding="utf-8")
     assert read_config(path) != first
+
+
+def test_subgraph_paths_are_relative_to_the_config_file(tmp_path: Path) -> None:
+    path = write(tmp_path, graphs({"name": "a", "subgraph_paths": ["lib", "/abs/more"]}))
+    (definition,) = read_config(path)
+    assert isinstance(definition, GraphDefinition)
+    assert definition.subgraph_paths == ((tmp_path / "lib").resolve(), Path("/abs/more"))
+
+
+@pytest.mark.parametrize("value", ["lib", [1], {"a": "b"}])
+def test_subgraph_paths_must_be_a_list_of_strings(tmp_path: Path, value: Any) -> None:
+    assert_error(
+        tmp_path,
+        graphs({"name": "a", "subgraph_paths": value}),
+        "mediapipe_config_list[0].subgraph_paths must be an array of strings",
+    )
+
+
+def test_subgraph_file_edits_change_the_definition(tmp_path: Path) -> None:
+    # A reload must notice an edited subgraph, in the graph's directory or on its path.
+    path = write(tmp_path, graphs({"name": "a", "subgraph_paths": ["lib"]}))
+    for directory in ("a", "lib"):
+        (tmp_path / directory).mkdir()
+    (tmp_path / "a" / "graph.pbtxt").write_text('node { calculator: "Sub" }', encoding="utf-8")
+    first = read_config(path)
+    assert read_config(path) == first
+    (tmp_path / "lib" / "sub.pbtxt").write_text('type: "Sub"', encoding="utf-8")
+    second = read_config(path)
+    assert second != first
+    (tmp_path / "a" / "local.pbtxt").write_text('type: "Local"', encoding="utf-8")
+    assert read_config(path) != second

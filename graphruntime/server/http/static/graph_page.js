@@ -35,6 +35,7 @@
     details.replaceChildren();
     details.appendChild(el("h2", info.name));
     details.appendChild(el("div", info.calculator, "hint"));
+    if (info.subgraph) details.appendChild(el("div", "in subgraph " + info.subgraph, "hint subgraph"));
     const stats = latest && latest.nodes
       ? latest.nodes.find(function (n) { return String(n.config_index) === index; })
       : null;
