@@ -23,6 +23,7 @@ from aiohttp import web
 from calculators.llm.payload import HttpPayload, HttpReply
 from graphruntime.server.error_map import to_client_error
 from graphruntime.server.errors import RequestTooLarge
+from graphruntime.server.http.prompt_batch import joined, split_prompts
 from graphruntime.server.http.state import STATE
 from graphruntime.server.metrics import RequestRecord
 from servables.errors import InvalidRequest, ServableError
@@ -146,14 +147,26 @@ async def run_graph(
     state = request.app[STATE]
     servable = state.repository.get(model)
     connection = RequestConnection(request)
-    payload = http_payload(request, raw, body, connection, form)
+    several = _is_completions(request.path) and isinstance(body, dict)
+    prompts = split_prompts(body) if several else None
+    if prompts:  # several prompts: one graph run each, joined (prompt_batch.py)
+
+        def run_one(one: dict[str, Any]) -> AsyncGenerator[bytes | HttpReply, None]:
+            encoded = json.dumps(one, ensure_ascii=False).encode()
+            return servable.run_http(http_payload(request, encoded, one, connection))
+
+        chunks = joined(prompts, run_one, streaming)
+    else:
+        chunks = servable.run_http(http_payload(request, raw, body, connection, form))
     method = "Stream" if streaming else "Unary"
     with state.metrics.request(
         "V3", "REST", method, servable.name, available=servable.available
     ) as record:
-        return await respond(
-            request, servable.run_http(payload), streaming, connection, record, stream_failure
-        )
+        return await respond(request, chunks, streaming, connection, record, stream_failure)
+
+
+def _is_completions(path: str) -> bool:
+    return path.endswith("/completions") and not path.endswith("/chat/completions")
 
 
 def generative_route(

@@ -1,0 +1,197 @@
+"""Completions with several prompts, as OpenAI and vLLM take them: one graph run per prompt.
+
+`prompt` may be a list of strings or a list of token-id lists (what `vllm bench`, lm-eval-harness
+and batch clients send). Each prompt becomes a request of its own, run concurrently through the
+same graph, so the engine batches them like separate clients; the answers are joined into one
+response as OpenAI joins them: choice `index = prompt * n + i`, usage summed, one `id`. A stream
+interleaves the prompts' chunks as they come, each re-indexed, with one usage chunk (the sum)
+and one `[DONE]` at the end. No byte is sent until every prompt has produced its first chunk, so
+a prompt the graph refuses fails the whole request with its 400, as a single prompt would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncGenerator, Callable, Sequence
+from typing import Any
+
+from servables.errors import InvalidRequest
+
+INT32_MAX = 2**31 - 1
+DONE_FRAME = b"data: [DONE]\n\n"
+Chunks = AsyncGenerator[Any, None]
+
+
+def split_prompts(body: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """One request body per prompt when `prompt` lists several; None for a single prompt
+    (a string, one token-id list, or a list of one), which the graph takes as it is."""
+    prompt = body.get("prompt")
+    if not isinstance(prompt, list) or len(prompt) < 2:
+        return None
+    if not all(isinstance(p, str | list) for p in prompt):
+        return None  # token ids, or a mix the graph refuses in its own words
+    for index, item in enumerate(prompt):
+        if isinstance(item, str) and not item:
+            raise InvalidRequest(f"prompt[{index}] is empty", param="prompt")
+        if isinstance(item, list) and not (
+            item and all(isinstance(t, int) and not isinstance(t, bool) for t in item)
+        ):
+            raise InvalidRequest(
+                f"prompt[{index}] must be a string or a non-empty list of token ids",
+                param="prompt",
+            )
+        if isinstance(item, list) and not all(0 <= t <= INT32_MAX for t in item):
+            raise InvalidRequest(
+                f"prompt[{index}] token ids must be between 0 and {INT32_MAX}", param="prompt"
+            )
+    return [{**body, "prompt": item} for item in prompt]
+
+
+def choices_per_prompt(body: dict[str, Any]) -> int:
+    n = body.get("n", 1)
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
+
+
+def _add_usage(total: dict[str, Any], usage: dict[str, Any]) -> dict[str, Any]:
+    """Sums usage objects field by field, details included."""
+    for key, value in usage.items():
+        if isinstance(value, dict):
+            total[key] = _add_usage(dict(total.get(key) or {}), value)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            total[key] = total.get(key, 0) + value
+        else:
+            total.setdefault(key, value)
+    return total
+
+
+def _reindexed(body: dict[str, Any], prompt: int, n: int, shared_id: str) -> dict[str, Any]:
+    choices = [{**c, "index": prompt * n + c.get("index", 0)} for c in body.get("choices", [])]
+    return {**body, "id": shared_id, "choices": choices}
+
+
+async def joined_unary(runs: Sequence[Chunks], n: int) -> AsyncGenerator[bytes, None]:
+    """The prompts' JSON bodies, gathered concurrently, as one body."""
+    try:
+        bodies = await asyncio.gather(*(_only_body(run) for run in runs))
+    finally:
+        for run in runs:
+            await run.aclose()
+    parsed = [json.loads(body) for body in bodies]
+    first = parsed[0]
+    joined = {**first, "choices": [], "usage": {}}
+    for prompt, body in enumerate(parsed):
+        joined["choices"] += _reindexed(body, prompt, n, first["id"])["choices"]
+        joined["usage"] = _add_usage(joined["usage"], body.get("usage") or {})
+    yield json.dumps(joined, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+async def _only_body(run: Chunks) -> bytes:
+    body = b""
+    async for chunk in run:
+        body = body or bytes(chunk)
+    return body
+
+
+def _frames(chunk: bytes) -> list[bytes]:
+    return [frame for frame in bytes(chunk).split(b"\n\n") if frame.strip()]
+
+
+async def joined_stream(runs: Sequence[Chunks], n: int) -> AsyncGenerator[bytes, None]:
+    """The prompts' SSE chunks, interleaved as they come and re-indexed; see the module
+    docstring."""
+    queue: asyncio.Queue[tuple[int, bytes | BaseException | None]] = asyncio.Queue()
+
+    async def pump(prompt: int, run: Chunks) -> None:
+        try:
+            async for chunk in run:
+                await queue.put((prompt, chunk))
+            await queue.put((prompt, None))
+        except Exception as error:  # the prompt's failure, surfaced in the joined stream
+            await queue.put((prompt, error))
+
+    tasks = [asyncio.create_task(pump(i, run)) for i, run in enumerate(runs)]
+    try:
+        held: list[tuple[int, bytes]] = []
+        started: set[int] = set()
+        finished = 0
+        while len(started) < len(runs):  # every prompt's first chunk (or failure) first
+            prompt, item = await queue.get()
+            if isinstance(item, BaseException):
+                raise item
+            if item is None:
+                finished += 1
+                started.add(prompt)
+                continue
+            started.add(prompt)
+            held.append((prompt, item))
+        joiner = _StreamJoiner(n)
+        for prompt, item in held:
+            for frame in joiner.frames(prompt, item):
+                yield frame
+        while finished < len(runs):
+            prompt, item = await queue.get()
+            if isinstance(item, BaseException):
+                raise item
+            if item is None:
+                finished += 1
+                continue
+            for frame in joiner.frames(prompt, item):
+                yield frame
+        for frame in joiner.end():
+            yield frame
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for run in runs:
+            await run.aclose()
+
+
+class _StreamJoiner:
+    """Rewrites each prompt's SSE frames into the joined stream's."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.id: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.last: dict[str, Any] | None = None
+
+    def frames(self, prompt: int, chunk: bytes) -> list[bytes]:
+        out = []
+        for frame in _frames(chunk):
+            data = frame.removeprefix(b"data: ")
+            if data.strip() == b"[DONE]":
+                continue  # one [DONE], at the end
+            body = json.loads(data)
+            if "choices" not in body:  # an error frame: passed on as it is
+                out.append(frame + b"\n\n")
+                continue
+            self.id = self.id or body["id"]
+            if not body["choices"] and body.get("usage"):  # a prompt's usage chunk: summed
+                self.usage = _add_usage(self.usage or {}, body["usage"])
+                self.last = body
+                continue
+            joined = _reindexed(body, prompt, self.n, self.id)
+            out.append(b"data: " + _dumps(joined) + b"\n\n")
+        return out
+
+    def end(self) -> list[bytes]:
+        if self.usage is None or self.last is None:
+            return [DONE_FRAME]
+        usage = {**self.last, "id": self.id, "usage": self.usage}
+        return [b"data: " + _dumps(usage) + b"\n\n", DONE_FRAME]
+
+
+def _dumps(body: Any) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def joined(
+    bodies: Sequence[dict[str, Any]], run: Callable[[dict[str, Any]], Chunks], streaming: bool
+) -> AsyncGenerator[bytes, None]:
+    """The response of one request per body (`run` starts one), joined; see the module
+    docstring."""
+    n = choices_per_prompt(bodies[0])
+    runs = [run(body) for body in bodies]
+    return joined_stream(runs, n) if streaming else joined_unary(runs, n)
