@@ -47,9 +47,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+COMMANDS = ("serve", "export", "graph")
+
+
+def with_command(argv: Sequence[str]) -> list[str]:
+    """OVMS's command lines have no subcommand (`ovms --source_model ... --rest_port 8000`):
+    flags without one mean `serve`."""
+    args = list(argv)
+    position = 0
+    while position < len(args) and args[position].startswith("-"):
+        if args[position] in ("-h", "--help"):
+            return args
+        position += 2 if args[position] == "--log_level" else 1
+    if args and (position >= len(args) or args[position] not in COMMANDS):
+        return ["serve", *args]
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(with_command(sys.argv[1:] if argv is None else argv))
     level = "DEBUG" if args.log_level == "TRACE" else args.log_level
     logging.basicConfig(level=level, format=request_ids.LOG_FORMAT)
     request_ids.install(logging.getLogger().handlers)

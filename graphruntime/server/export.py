@@ -111,7 +111,7 @@ def convert_hf(
         raise ExportError(f"optimum-cli failed with exit code {result.returncode}")
 
 
-def _checked_name(name: str, repository: Path) -> Path:
+def checked_model_dir(name: str, repository: Path) -> Path:
     """`repository / name`, refusing a name that would leave the repository."""
     path = PurePath(name)
     if not name.strip() or path.is_absolute() or ".." in path.parts or not path.parts:
@@ -134,7 +134,7 @@ def model_dir_for(request: ExportRequest, source: Path) -> tuple[str, Path]:
     """The model's name and directory; an existing one is replaced only with overwrite_models
     (and only once the export succeeded, see staged)."""
     name = request.model_name or (source.stem if source.exists() else request.source_model)
-    model_dir = _checked_name(name, request.model_repository_path)
+    model_dir = checked_model_dir(name, request.model_repository_path)
     if (model_dir.exists() or model_dir.is_symlink()) and not request.overwrite_models:
         raise ExportError(f"{model_dir} exists; pass --overwrite_models to replace it")
     return name, model_dir

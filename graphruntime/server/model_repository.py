@@ -108,19 +108,35 @@ def _load_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def _models(path: Path, data: dict[str, Any]) -> list[ModelConfig]:
+def _models(path: Path, data: dict[str, Any]) -> list[ModelConfig | GraphDefinition]:
     if "model_config_list" not in data:
         raise ConfigFileError(path, "missing required key 'model_config_list' (it may be [])")
     entries = data["model_config_list"]
     if not isinstance(entries, list):
         raise ConfigFileError(path, "'model_config_list' must be an array")
-    models = []
+    models: list[ModelConfig | GraphDefinition] = []
     for index, entry in enumerate(entries):
         try:
-            models.append(ModelConfig.from_json(entry, path.parent, f"model_config_list[{index}]"))
+            model = ModelConfig.from_json(entry, path.parent, f"model_config_list[{index}]")
         except ValueError as error:
             raise ConfigFileError(path, str(error)) from error
+        models.append(_graph_in_model_list(model) or model)
     return models
+
+
+def _graph_in_model_list(model: ModelConfig) -> GraphDefinition | None:
+    """A model_config_list entry whose base_path holds graph.pbtxt (or 1/graph.pbtxt) is a graph,
+    as OVMS reads it: what OVMS's pull mode and --add_to_config write for generative models."""
+    for base in (model.base_path, model.base_path / "1"):
+        graph_path = base / "graph.pbtxt"
+        if graph_path.is_file():
+            return GraphDefinition(
+                name=model.name,
+                base_path=base,
+                graph_path=graph_path,
+                fingerprint=_fingerprint(graph_path, [base]),
+            )
+    return None
 
 
 def read_subconfig(path: Path) -> list[ModelConfig]:
@@ -129,7 +145,11 @@ def read_subconfig(path: Path) -> list[ModelConfig]:
     unknown = sorted(set(data) - {"model_config_list"})
     if unknown:
         raise ConfigFileError(path, f"unknown key {unknown[0]!r} (a subconfig holds only models)")
-    return _models(path, data)
+    models = _models(path, data)
+    graph = next((m for m in models if isinstance(m, GraphDefinition)), None)
+    if graph is not None:
+        raise ConfigFileError(path, f"{graph.name!r} is a graph (a subconfig holds only models)")
+    return [m for m in models if isinstance(m, ModelConfig)]
 
 
 def read_config(path: Path) -> list[ServableDefinition]:

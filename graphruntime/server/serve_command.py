@@ -19,6 +19,7 @@ from graphruntime.server.cli_options import (
     parse_bool,
 )
 from graphruntime.server.graph_export import TASKS
+from graphruntime.server.ovms_modes import add_ovms_mode_arguments, run_mode
 from graphruntime.server.own_packages import other_owners
 from graphruntime.server.server import StartupError, serve
 from graphruntime.server.settings import ServerSettings
@@ -30,6 +31,7 @@ logger = logging.getLogger("graphrt")
 
 def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     """OVMS's flag names and defaults, so existing command lines work unchanged."""
+    add_ovms_mode_arguments(serve)
     serve.add_argument("--rest_port", type=int, default=8000, help="HTTP port (default 8000)")
     serve.add_argument("--port", type=int, default=0, help="KServe gRPC port (0 = off)")
     serve.add_argument(
@@ -258,7 +260,10 @@ def run(args: argparse.Namespace) -> int:
     warn_about_shared_names()
     try:
         load_user_code(args.python_path, args.imports)
-        return asyncio.run(serve(settings_from(args)))
+        status = run_mode(args, settings_from(args))
+        if status is not None:
+            return status
+        return asyncio.run(serve(settings_from(args)))  # after a pull, of the pulled model
     except (StartupError, OSError) as error:
         logger.error("%s", error)
         return 1

@@ -79,12 +79,12 @@ def plugin_config_of(settings: ServerSettings) -> dict[str, object]:
     return plugin_config
 
 
-def encoder_graph(settings: ServerSettings, path: Path, task: str) -> str:
+def encoder_graph(settings: ServerSettings, models_path: str, task: str) -> str:
     """OVMS's embeddings or rerank graph for a model directory, from the CLI flags."""
     if task == "embeddings":
         return embeddings_graph(
             EmbeddingsSettings(
-                models_path=str(path),
+                models_path=models_path,
                 target_device=settings.target_device,
                 num_streams=settings.num_streams,
                 normalize=settings.normalize,
@@ -95,7 +95,7 @@ def encoder_graph(settings: ServerSettings, path: Path, task: str) -> str:
         )
     return rerank_graph(
         RerankSettings(
-            models_path=str(path),
+            models_path=models_path,
             target_device=settings.target_device,
             num_streams=settings.num_streams,
             max_allowed_chunks=settings.max_allowed_chunks,
@@ -104,7 +104,7 @@ def encoder_graph(settings: ServerSettings, path: Path, task: str) -> str:
     )
 
 
-def media_graph_for(settings: ServerSettings, path: Path, task: str) -> str:
+def media_graph_for(settings: ServerSettings, models_path: str, task: str) -> str:
     """OVMS's image or audio graph for a model directory, from the task flags; LoRA adapters
     are used where they are (local .safetensors files)."""
     loras: list[LoraSetting] = []
@@ -124,7 +124,7 @@ def media_graph_for(settings: ServerSettings, path: Path, task: str) -> str:
             loras.append(LoraSetting(source.alias, str(file.resolve()), source.alpha))
     return media_graph(
         task,
-        str(path),
+        models_path,
         settings.media,
         settings.target_device,
         settings.num_streams,
@@ -141,25 +141,25 @@ def single_model_definition(settings: ServerSettings, path: Path, name: str) -> 
         raise StartupError(f"--model_path {path} does not exist")
     if path.is_dir() and (path / "graph.pbtxt").is_file():
         return GraphDefinition(name=name, base_path=path, graph_path=path / "graph.pbtxt")
+    base = path if path.is_dir() else path.parent
+    return GraphDefinition(name=name, base_path=base, graph_text=generated_graph(settings, path))
+
+
+def generated_graph(settings: ServerSettings, path: Path, models_path: str | None = None) -> str:
+    """OVMS's graph for the model at `path` (a directory or a .gguf), its task given or inferred,
+    its options from the flags; `models_path` is what the graph names (default: `path`)."""
     task = settings.task or infer_task(path)
+    where = models_path or str(path)
+    if task != "text_generation" and not path.is_dir():
+        raise StartupError(f"--task {task} needs a model directory, not {path}")
+    logger.info("serving %s as a %s model", path, task)
     if task in MEDIA_TASKS:
-        if not path.is_dir():
-            raise StartupError(f"--task {task} needs a model directory, not {path}")
-        logger.info("serving %s as a %s model", path, task)
-        return GraphDefinition(
-            name=name, base_path=path, graph_text=media_graph_for(settings, path, task)
-        )
+        return media_graph_for(settings, where, task)
     if task != "text_generation":
-        if not path.is_dir():
-            raise StartupError(f"--task {task} needs a model directory, not {path}")
-        logger.info("serving %s as a %s model", path, task)
-        return GraphDefinition(
-            name=name, base_path=path, graph_text=encoder_graph(settings, path, task)
-        )
-    plugin_config = plugin_config_of(settings)
-    graph = text_generation_graph(
+        return encoder_graph(settings, where, task)
+    return text_generation_graph(
         TextGenerationSettings(
-            models_path=str(path),
+            models_path=where,
             target_device=settings.target_device,
             max_num_seqs=settings.max_num_seqs,
             cache_size=settings.cache_size,
@@ -168,7 +168,7 @@ def single_model_definition(settings: ServerSettings, path: Path, name: str) -> 
             max_num_batched_tokens=settings.max_num_batched_tokens,
             pipeline_type=settings.pipeline_type,
             kv_cache_precision=settings.kv_cache_precision,
-            plugin_config=plugin_config,
+            plugin_config=plugin_config_of(settings),
             draft_models_path=settings.draft_source_model,
             max_tokens_limit=settings.max_tokens_limit,
             tool_parser=settings.tool_parser,
@@ -176,8 +176,6 @@ def single_model_definition(settings: ServerSettings, path: Path, name: str) -> 
             enable_tool_guided_generation=settings.enable_tool_guided_generation,
         )
     )
-    base = path if path.is_dir() else path.parent
-    return GraphDefinition(name=name, base_path=base, graph_text=graph)
 
 
 def definitions_for(

@@ -13,6 +13,7 @@ server's answers with that.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
 import json
 import os
@@ -918,3 +919,26 @@ def browser() -> Iterator[Any]:
             yield context
         finally:
             context.close()
+
+
+# ------------------------------------------------------------------------ Hugging Face cache
+
+
+def place_in_hf_cache(home: Path, repo_id: str, files: Mapping[str, Path]) -> None:
+    """Put `files` (name in the repository → file here) into a Hugging Face cache under `home`
+    (HF_HOME) exactly as huggingface_hub's snapshot_download leaves them: blobs named by hash,
+    a snapshot of links to them, refs/main naming the snapshot. With HF_HUB_OFFLINE=1 a pull
+    then finds them through huggingface_hub's own offline path, with no network."""
+    repo = home / "hub" / ("models--" + repo_id.replace("/", "--"))
+    commit = hashlib.sha1(repo_id.encode()).hexdigest()
+    snapshot = repo / "snapshots" / commit
+    for name, source in files.items():
+        blob = repo / "blobs" / hashlib.sha256(f"{repo_id}/{name}".encode()).hexdigest()
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        if not blob.exists():
+            os.symlink(source.resolve(), blob)
+        link = snapshot / name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(os.path.relpath(blob, link.parent), link)
+    (repo / "refs").mkdir(parents=True, exist_ok=True)
+    (repo / "refs" / "main").write_text(commit)

@@ -433,3 +433,26 @@ def test_subgraph_file_edits_change_the_definition(tmp_path: Path) -> None:
     assert second != first
     (tmp_path / "a" / "local.pbtxt").write_text('type: "Local"', encoding="utf-8")
     assert read_config(path) != second
+
+
+@pytest.mark.parametrize("layout", ["", "1/"])
+def test_a_model_entry_holding_graph_pbtxt_is_a_graph(tmp_path: Path, layout: str) -> None:
+    """OVMS's pull mode and --add_to_config list generative models in model_config_list."""
+    base = tmp_path / "OpenVINO" / "Qwen3-8B-int4-ov"
+    (base / layout).mkdir(parents=True)
+    (base / layout / "graph.pbtxt").write_text('input_stream: "in"', encoding="utf-8")
+    entry = {"config": {"name": "qwen", "base_path": "OpenVINO/Qwen3-8B-int4-ov"}}
+    (definition,) = read_config(write(tmp_path, {"model_config_list": [entry]}))
+    assert isinstance(definition, GraphDefinition)
+    assert definition.name == "qwen"
+    assert definition.graph_path == (base / layout / "graph.pbtxt").resolve()
+
+
+def test_a_subconfig_may_not_list_a_graph(tmp_path: Path) -> None:
+    (tmp_path / "a" / "inner").mkdir(parents=True)
+    (tmp_path / "a" / "inner" / "graph.pbtxt").write_text("", encoding="utf-8")
+    sub = {"model_config_list": [{"config": {"name": "inner", "base_path": "inner"}}]}
+    write(tmp_path / "a", sub, "subconfig.json")
+    (graph,) = read_config(write(tmp_path, graphs({"name": "a"})))
+    assert isinstance(graph, GraphDefinition) and graph.problem is not None
+    assert "'inner' is a graph" in graph.problem

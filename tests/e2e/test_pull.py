@@ -1,0 +1,116 @@
+"""OVMS's pull mode with graphrt in place of ovms: a GGUF repository from the Hugging Face cache.
+
+No network here, so each test places the repository in a Hugging Face cache of its own, laid out
+as snapshot_download leaves it (`place_in_hf_cache`), and runs with HF_HUB_OFFLINE=1: the pull
+goes through huggingface_hub's real code path and finds it there.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import openai
+
+from tests.e2e.conftest import place_in_hf_cache
+
+if TYPE_CHECKING:
+    from conftest import Golden, LaunchExact
+
+REPO = "test-org/SmolLM2-135M-Instruct-GGUF"
+
+
+def environment(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
+
+
+def graphrt(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`graphrt` as OVMS's command lines call `ovms`: no subcommand."""
+    return subprocess.run(
+        [sys.executable, "-m", "graphruntime.server.cli", *args],
+        env=environment(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        check=False,
+    )
+
+
+def test_pull_and_start_serves_the_gguf_as_ovms_lays_it_out(
+    tmp_path: Path, smollm2_gguf: Path, launch_exact: LaunchExact, golden: Golden
+) -> None:
+    place_in_hf_cache(tmp_path / "hf", REPO, {smollm2_gguf.name: smollm2_gguf})
+    args = [
+        "--source_model",
+        REPO,
+        "--gguf_filename",
+        smollm2_gguf.name,
+        "--model_repository_path",
+        str(tmp_path / "models"),
+        "--task",
+        "text_generation",
+    ]
+    expected = golden.completion("Once upon a time", 12)
+    with (
+        launch_exact(args, model=REPO, env=environment(tmp_path)) as server,
+        openai.OpenAI(base_url=f"{server.base_url}/v3", api_key="unused") as client,
+    ):
+        reply = client.completions.create(
+            model=REPO, prompt="Once upon a time", temperature=0, max_tokens=12
+        )
+        listed = [model.id for model in client.models.list()]
+    assert reply.choices[0].text == expected.text
+    assert listed == [REPO]
+    model_dir = tmp_path / "models" / REPO
+    assert {p.name for p in model_dir.iterdir()} == {"graph.pbtxt", smollm2_gguf.name}
+    assert f'models_path: "./{smollm2_gguf.name}"' in (model_dir / "graph.pbtxt").read_text()
+
+
+def test_pull_only_then_config_management_as_ovms(tmp_path: Path, smollm2_gguf: Path) -> None:
+    place_in_hf_cache(tmp_path / "hf", REPO, {smollm2_gguf.name: smollm2_gguf})
+    pull = ["--pull", "--source_model", REPO, "--gguf_filename", smollm2_gguf.name]
+    pulled = graphrt(tmp_path, *pull, "--model_repository_path", "models")
+    assert pulled.returncode == 0, pulled.stderr
+    model_dir = tmp_path / "models" / REPO
+    assert (model_dir / smollm2_gguf.name).stat().st_size == smollm2_gguf.stat().st_size
+    assert not [p for p in (tmp_path / "models" / "test-org").iterdir() if p.name.startswith(".")]
+    # Again, with the model there: no download, the graph rewritten from the flags.
+    again = graphrt(tmp_path, *pull, "--model_repository_path", "models", "--max_num_seqs", "7")
+    assert again.returncode == 0, again.stderr
+    assert "in the model repository already" in again.stderr
+    assert "max_num_seqs: 7" in (model_dir / "graph.pbtxt").read_text()
+    listed = graphrt(tmp_path, "--list_models", "--model_repository_path", "models")
+    assert listed.stdout.splitlines() == [REPO]
+    env_repository = {"OVMS_MODEL_REPOSITORY_PATH": str(tmp_path / "models")}
+    added = subprocess.run(
+        [sys.executable, "-m", "graphruntime.server.cli", "--add_to_config", "--model_name", REPO],
+        env={**environment(tmp_path), **env_repository},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert added.returncode == 0, added.stderr
+    config = (tmp_path / "models" / "config.json").read_text()
+    assert f'"name": "{REPO}"' in config and f'"base_path": "{REPO}"' in config
+
+
+def test_a_missing_repository_or_file_is_one_line_and_writes_nothing(
+    tmp_path: Path, smollm2_gguf: Path
+) -> None:
+    place_in_hf_cache(tmp_path / "hf", REPO, {smollm2_gguf.name: smollm2_gguf})
+    base = ["--pull", "--model_repository_path", "models"]
+    unknown = graphrt(tmp_path, *base, "--source_model", "test-org/nothing-here")
+    assert unknown.returncode == 1
+    assert "test-org/nothing-here is not in the Hugging Face cache and HF_HUB_OFFLINE is set" in (
+        unknown.stderr
+    )
+    wrong = graphrt(tmp_path, *base, "--source_model", REPO, "--gguf_filename", "Q8.gguf")
+    assert wrong.returncode == 1
+    assert f"Q8.gguf of {REPO} is not in the Hugging Face cache" in wrong.stderr
+    assert not (tmp_path / "models" / REPO).exists()
+    leftovers = list((tmp_path / "models").rglob(".*")) if (tmp_path / "models").exists() else []
+    assert leftovers == []
