@@ -212,7 +212,9 @@ class HttpLLMCalculator(Calculator):
         reasons: dict[int, str] = {}
         prefix = ""
         usage = None
+        verbose = None
         async for event in self.events:
+            verbose = event.verbose or verbose
             for update in event.updates:
                 prefix = prefix or update.prefix
                 parts.setdefault(update.index, []).append(
@@ -252,7 +254,10 @@ class HttpLLMCalculator(Calculator):
                     calls,
                 )
             )
-        return dumps(self.builder.unary(choices, usage, prefix)).encode()
+        body = self.builder.unary(choices, usage, prefix)
+        if verbose is not None:
+            body["__verbose"] = verbose
+        return dumps(body).encode()
 
     async def _stream_step(self, cc: CalculatorContext) -> None:
         assert self.events is not None and self.builder is not None
@@ -303,7 +308,9 @@ class HttpLLMCalculator(Calculator):
         builder = self.builder
         assert builder is not None
         frames: list[bytes] = []
-        for update in event.updates:
+        # OVMS puts `__verbose` on the final chunk: the last one that finishes a choice.
+        last_finish = max((i for i, u in enumerate(event.updates) if u.finish_reason), default=None)
+        for position, update in enumerate(event.updates):
             if builder.endpoint == "chat" and update.index not in self.announced:
                 self.announced.add(update.index)
                 frames.append(sse_frame(builder.role_chunk(update.index)))
@@ -315,19 +322,18 @@ class HttpLLMCalculator(Calculator):
                 or update.reasoning
                 or update.tool_calls
             ):
-                frames.append(
-                    sse_frame(
-                        builder.delta_chunk(
-                            update.index,
-                            update.text,
-                            update.logprobs,
-                            update.finish_reason,
-                            prefix=update.prefix,
-                            reasoning=update.reasoning,
-                            tool_calls=update.tool_calls,
-                        )
-                    )
+                chunk = builder.delta_chunk(
+                    update.index,
+                    update.text,
+                    update.logprobs,
+                    update.finish_reason,
+                    prefix=update.prefix,
+                    reasoning=update.reasoning,
+                    tool_calls=update.tool_calls,
                 )
+                if event.verbose is not None and position == last_finish:
+                    chunk["__verbose"] = event.verbose
+                frames.append(sse_frame(chunk))
         if event.usage is not None:
             if builder.include_usage:
                 frames.append(sse_frame(builder.usage_chunk(event.usage)))

@@ -149,6 +149,15 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         default=3600.0,
         help="longest audio file speech-to-text graphs take, in seconds (longer: 400)",
     )
+    serve.add_argument(
+        "--verbose_response",
+        type=parse_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="LLM answers carry `__verbose`: the prompt after the chat template and the raw "
+        "output, special tokens kept (OVMS's debugging aid)",
+    )
     serve.add_argument("--rest_workers", type=int, help="accepted for OVMS compatibility; unused")
     serve.add_argument(
         "--log_level",
@@ -232,6 +241,7 @@ def settings_from(args: argparse.Namespace) -> ServerSettings:
         max_queued_requests=args.max_queued_requests,
         max_audio_seconds=args.max_audio_seconds,
         subgraph_paths=tuple(args.subgraph_path),
+        verbose_response=args.verbose_response,
         num_streams=args.num_streams,
         pooling=args.pooling,
         normalize=args.normalize,

@@ -230,6 +230,7 @@ def serving_policy(settings: ServerSettings) -> ServingPolicy:
         settings.max_queued_requests,
         AudioLimits(settings.max_audio_seconds),
         settings.subgraph_paths,
+        settings.verbose_response,
     )
 
 

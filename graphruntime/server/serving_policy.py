@@ -38,6 +38,7 @@ class ServingPolicy:
     # Where every graph looks for subgraph files, after its own directory and config.json's
     # subgraph_paths (--subgraph_path).
     subgraph_paths: tuple[str, ...] = ()
+    verbose_response: bool = False  # --verbose_response: LLM answers carry OVMS's __verbose
 
 
 def queue_bound(graph_text: str, default: int) -> int:
@@ -51,6 +52,13 @@ def queue_bound(graph_text: str, default: int) -> int:
             f"# {QUEUE_DIRECTIVE}: expects a non-negative integer, got {value!r}"
         )
     return int(value)
+
+
+@runtime_checkable
+class HasVerboseResponse(Protocol):
+    """An LLM servable: with --verbose_response its answers carry the prompt and raw output."""
+
+    verbose_response: bool
 
 
 @runtime_checkable
@@ -73,3 +81,5 @@ def apply(policy: ServingPolicy, resources: Iterable[Any], max_queued: int) -> N
             resource.admission.max_queued = max_queued
         if isinstance(resource, HasAudioLimits):
             resource.audio_limits = policy.audio
+        if isinstance(resource, HasVerboseResponse):
+            resource.verbose_response = policy.verbose_response

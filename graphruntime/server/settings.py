@@ -53,6 +53,7 @@ class ServerSettings:
     max_queued_requests: int = 1024
     max_audio_seconds: float = 3600.0  # longest upload speech to text takes
     subgraph_paths: tuple[str, ...] = ()  # searched for subgraph files by every graph
+    verbose_response: bool = False  # LLM answers carry OVMS's __verbose {prompt, content}
     # embeddings / rerank graph flags for single-model mode
     num_streams: int = 1
     pooling: str | None = None  # None: the model's 1_Pooling/config.json, else CLS

@@ -38,6 +38,9 @@ class GenerationEvent:
 
     updates: list[ChoiceUpdate]
     usage: Usage | None = None
+    # --verbose_response: the prompt after the chat template and the raw output (special tokens
+    # kept, nothing parsed), on the last event, as OVMS's `__verbose` object.
+    verbose: dict[str, str] | None = None
 
 
 @dataclass
@@ -50,6 +53,7 @@ class Choice:
     finish_reason: str | None = None
     prefix: str = ""  # sent once, with the choice's first update
     parser: OutputParser | None = None
+    raw_ids: list[int] | None = None  # every generated token, kept for --verbose_response
     max_calls: int | None = None  # 1 when parallel_tool_calls is false
     calls: int = 0  # tool calls started so far
 
@@ -144,6 +148,8 @@ async def choice_events(
                 stats.last_token = now
                 choice.tokens += len(tokens)
                 stats.completion_tokens += len(tokens)
+                if choice.raw_ids is not None:
+                    choice.raw_ids.extend(tokens)
                 detokenizer = choice.detokenizer
                 text = detokenizer.add_plain(tokens)
                 if text is None:

@@ -120,6 +120,7 @@ class LLMServable:
         self.error: str | None = None
         self.kind = infer_pipeline_type(config.models_path, config.device, config.pipeline_type)
         self.limits = Limits(config.max_tokens_limit, config.best_of_limit)
+        self.verbose_response = False  # the server's --verbose_response (serving_policy.py)
         self.max_length = max_model_length(config.models_path)
         model_dir = None if is_gguf(config.models_path) else config.models_path
         self.defaults = {
@@ -400,6 +401,9 @@ class LLMServable:
         choices = new_choices(
             sampling, decode, texts, echo, plan.make_parser, request.parallel_tool_calls
         )
+        if self.verbose_response:
+            for choice in choices.values():
+                choice.raw_ids = []
         if sampling.best_of:  # one beam search: its sequences are the choices
             choice_of_request = {request_id: -1}
         else:
@@ -419,6 +423,9 @@ class LLMServable:
                 self.engine,
                 self.decodes,
             ):
+                if event.usage is not None and self.verbose_response:
+                    raw = choices[min(choices)].raw_ids or []
+                    event.verbose = {"prompt": prompt_text, "content": self._decode(raw, False)}
                 yield event
         except GrammarNotCompiled as error:
             param = constraint.param if constraint is not None else None
