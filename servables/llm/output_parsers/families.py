@@ -102,6 +102,8 @@ _LLAMA3_SPECIAL = (
     "<|header_end|>",
 )
 _MISTRAL_SPECIAL = ("</s>", "[/INST]", "[INST]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]")
+# LFM2 / LFM2.5: the end of a call, end of turn and end of text (OVMS's Lfm2ToolParser).
+LFM2_SPECIAL = ("<|tool_call_end|>", "<|im_end|>", "<|endoftext|>", "<|im_start|>")
 
 TOOL_FAMILIES: dict[str, ToolFamily] = {
     family.name: family
@@ -156,6 +158,14 @@ TOOL_FAMILIES: dict[str, ToolFamily] = {
             keep_special_tokens=True,
             openings=(Opening("[TOOL_CALLS]", _mistral_body, special_token=True),),
             dropped=_MISTRAL_SPECIAL,
+        ),
+        ToolFamily(
+            # Liquid's LFM2 and LFM2.5: `<|tool_call_start|>[name(arg=value), ...]<|tool_call_end|>`
+            # with Python literals, its markers special tokens.
+            "lfm2",
+            keep_special_tokens=True,
+            openings=(Opening("<|tool_call_start|>", _pythonic, special_token=True),),
+            dropped=LFM2_SPECIAL,
         ),
         ToolFamily(
             "phi4",

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from servables.llm.output_parsers._stage import ToolStage
 from servables.llm.output_parsers.base import OutputParser
 from servables.llm.output_parsers.chain import ChainedParser
-from servables.llm.output_parsers.families import TOOL_FAMILIES
+from servables.llm.output_parsers.families import LFM2_SPECIAL, TOOL_FAMILIES
 from servables.llm.output_parsers.harmony import HarmonyParser
 from servables.llm.output_parsers.reasoning import ThinkStage
 from servables.llm.output_parsers.types import ParserConfigError
@@ -27,17 +28,17 @@ __all__ = [
 TOOL_PARSERS: tuple[str, ...] = (*TOOL_FAMILIES, "gptoss")
 """Tool-call families graphrt implements (OVMS's names)."""
 
-REASONING_PARSERS: tuple[str, ...] = ("qwen3", "gptoss")
+REASONING_PARSERS: tuple[str, ...] = ("qwen3", "lfm2", "gptoss")
 """Reasoning families graphrt implements (OVMS's names)."""
 
 # OVMS knows these too; graphrt does not implement them (yet): say so rather than "unknown".
-_OVMS_ONLY_TOOL_PARSERS = ("lfm2", "gemma4", "onyx", "minicpm5")
-_OVMS_ONLY_REASONING_PARSERS = ("gemma4", "onyx", "minicpm5", "lfm2")
+_OVMS_ONLY_TOOL_PARSERS = ("gemma4", "onyx", "minicpm5")
+_OVMS_ONLY_REASONING_PARSERS = ("gemma4", "onyx", "minicpm5")
 
 
 # OVMS's pair rule compares what each parser needs from the detokenizer
 # (requiresStreamingWithSpecialTokens); these are the ones that need special tokens kept.
-_OVMS_SPECIAL_TOKEN_PARSERS = frozenset({"devstral", "gptoss"})
+_OVMS_SPECIAL_TOKEN_PARSERS = frozenset({"devstral", "gptoss", "lfm2"})
 
 
 def validate_parser_names(tool_parser: str | None, reasoning_parser: str | None) -> None:
@@ -125,6 +126,14 @@ def make_output_parser(
     if not tools_on and reasoning_parser is None:
         return None
     family = TOOL_FAMILIES[tool_parser] if tools_on and tool_parser is not None else None
+    if family is None and reasoning_parser == "lfm2":
+        # LFM2.5's <think> tags are special tokens: the text keeps them, and the other special
+        # tokens are dropped as the tool family drops them (no call is read without tools).
+        return ChainedParser(
+            ThinkStage(starts_in_reasoning=starts_in_reasoning),
+            ToolStage((), LFM2_SPECIAL, {}),
+            keep_special_tokens=True,
+        )
     return ChainedParser(
         ThinkStage(starts_in_reasoning=starts_in_reasoning) if reasoning_parser else None,
         family.stage(tool_schemas(tools)) if family else None,

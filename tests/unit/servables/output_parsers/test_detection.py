@@ -119,7 +119,12 @@ def test_detects_the_family_from_its_template(
     assert detect_parsers(template) == expected
 
 
-@pytest.mark.parametrize("template", [LFM25, GEMMA4], ids=["lfm2.5", "gemma4"])
+def test_lfm2_templates_pick_the_lfm2_parsers() -> None:
+    assert detect_parsers(LFM25) == ("lfm2", "lfm2")
+    assert detect_parsers("{{- '<|tool_call_start|>' -}}") == ("lfm2", None)  # LFM2: no thinking
+
+
+@pytest.mark.parametrize("template", [GEMMA4], ids=["gemma4"])
 def test_families_graphrt_does_not_parse_are_left_off_with_a_warning(
     template: str, caplog: pytest.LogCaptureFixture
 ) -> None:
