@@ -8,6 +8,7 @@ from typing import Any
 
 from servables.llm.output_parsers._json_calls import JsonCallsReader, Layout, NamedArgumentsReader
 from servables.llm.output_parsers._stage import BodyReader, CallSink, Opening, ToolStage
+from servables.llm.output_parsers.gemma4_calls import Gemma4CallsReader
 from servables.llm.output_parsers.pythonic import PythonicCallsReader
 from servables.llm.output_parsers.xml_calls import FUNCTION_TAG, XmlFunctionReader
 
@@ -104,6 +105,8 @@ _LLAMA3_SPECIAL = (
 _MISTRAL_SPECIAL = ("</s>", "[/INST]", "[INST]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]")
 # LFM2 / LFM2.5: the end of a call, end of turn and end of text (OVMS's Lfm2ToolParser).
 LFM2_SPECIAL = ("<|tool_call_end|>", "<|im_end|>", "<|endoftext|>", "<|im_start|>")
+# Gemma 4: end of turn, a tool response opening, a stray end of call (OVMS's Gemma4ToolParser).
+GEMMA4_SPECIAL = ("<turn|>", "<|tool_response>", "<tool_call|>", "<eos>")
 
 TOOL_FAMILIES: dict[str, ToolFamily] = {
     family.name: family
@@ -166,6 +169,13 @@ TOOL_FAMILIES: dict[str, ToolFamily] = {
             keep_special_tokens=True,
             openings=(Opening("<|tool_call_start|>", _pythonic, special_token=True),),
             dropped=LFM2_SPECIAL,
+        ),
+        ToolFamily(
+            # Gemma 4: `<|tool_call>call:name{key:<|"|>text<|"|>,n:1}<tool_call|>`.
+            "gemma4",
+            keep_special_tokens=True,
+            openings=(Opening("<|tool_call>", Gemma4CallsReader, special_token=True),),
+            dropped=GEMMA4_SPECIAL,
         ),
         ToolFamily(
             "phi4",

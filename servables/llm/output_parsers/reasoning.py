@@ -31,7 +31,16 @@ class _Phase(enum.Enum):
 class ThinkStage:
     """Splits text into (reasoning, content) pieces; one per generated sequence."""
 
-    def __init__(self, *, starts_in_reasoning: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        starts_in_reasoning: bool = False,
+        open_tag: str = OPEN_TAG,
+        close_tag: str = CLOSE_TAG,
+    ) -> None:
+        """`open_tag`/`close_tag`: another family's block (Gemma 4: `<|channel>thought` and
+        `<channel|>`)."""
+        self._open, self._close = open_tag, close_tag
         self._phase = _Phase.OPENING if starts_in_reasoning else _Phase.START
         self._buffer = ""
         self._pending_space = ""
@@ -56,10 +65,10 @@ class ThinkStage:
             phase = self._phase
             if phase in (_Phase.START, _Phase.OPENING):
                 stripped = self._buffer.lstrip(_WHITESPACE)
-                if stripped.startswith(OPEN_TAG):
-                    self._enter_reasoning(stripped[len(OPEN_TAG) :])
+                if stripped.startswith(self._open):
+                    self._enter_reasoning(stripped[len(self._open) :])
                     continue
-                if not final and OPEN_TAG.startswith(stripped):
+                if not final and self._open.startswith(stripped):
                     return reasoning, content
                 if phase is _Phase.OPENING:
                     self._enter_reasoning(stripped)
@@ -67,15 +76,15 @@ class ThinkStage:
                 self._phase = _Phase.CONTENT
                 continue
             if phase is _Phase.REASONING:
-                end = self._buffer.find(CLOSE_TAG)
+                end = self._buffer.find(self._close)
                 if end >= 0:
                     reasoning += self._trimmed(self._buffer[:end])
                     self._pending_space = ""
-                    self._buffer = self._buffer[end + len(CLOSE_TAG) :]
+                    self._buffer = self._buffer[end + len(self._close) :]
                     self._phase = _Phase.CONTENT
                     self._strip_leading = True
                     continue
-                keep = 0 if final else partial_marker_length(self._buffer, (CLOSE_TAG,))
+                keep = 0 if final else partial_marker_length(self._buffer, (self._close,))
                 reasoning += self._trimmed(self._buffer[: len(self._buffer) - keep])
                 self._buffer = self._buffer[len(self._buffer) - keep :]
                 return reasoning, content

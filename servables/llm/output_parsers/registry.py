@@ -13,7 +13,7 @@ from typing import Any
 from servables.llm.output_parsers._stage import ToolStage
 from servables.llm.output_parsers.base import OutputParser
 from servables.llm.output_parsers.chain import ChainedParser
-from servables.llm.output_parsers.families import LFM2_SPECIAL, TOOL_FAMILIES
+from servables.llm.output_parsers.families import GEMMA4_SPECIAL, LFM2_SPECIAL, TOOL_FAMILIES
 from servables.llm.output_parsers.harmony import HarmonyParser
 from servables.llm.output_parsers.reasoning import ThinkStage
 from servables.llm.output_parsers.types import ParserConfigError
@@ -28,17 +28,22 @@ __all__ = [
 TOOL_PARSERS: tuple[str, ...] = (*TOOL_FAMILIES, "gptoss")
 """Tool-call families graphrt implements (OVMS's names)."""
 
-REASONING_PARSERS: tuple[str, ...] = ("qwen3", "lfm2", "gptoss")
+REASONING_PARSERS: tuple[str, ...] = ("qwen3", "lfm2", "gemma4", "gptoss")
 """Reasoning families graphrt implements (OVMS's names)."""
 
 # OVMS knows these too; graphrt does not implement them (yet): say so rather than "unknown".
-_OVMS_ONLY_TOOL_PARSERS = ("gemma4", "onyx", "minicpm5")
-_OVMS_ONLY_REASONING_PARSERS = ("gemma4", "onyx", "minicpm5")
+_OVMS_ONLY_TOOL_PARSERS = ("onyx", "minicpm5")
+_OVMS_ONLY_REASONING_PARSERS = ("onyx", "minicpm5")
 
 
 # OVMS's pair rule compares what each parser needs from the detokenizer
 # (requiresStreamingWithSpecialTokens); these are the ones that need special tokens kept.
-_OVMS_SPECIAL_TOKEN_PARSERS = frozenset({"devstral", "gptoss", "lfm2"})
+_OVMS_SPECIAL_TOKEN_PARSERS = frozenset({"devstral", "gptoss", "lfm2", "gemma4"})
+# Reasoning blocks written with special tokens: (open tag, close tag, what else to drop).
+_SPECIAL_REASONING = {
+    "lfm2": ("<think>", "</think>", LFM2_SPECIAL),
+    "gemma4": ("<|channel>thought", "<channel|>", GEMMA4_SPECIAL),
+}
 
 
 def validate_parser_names(tool_parser: str | None, reasoning_parser: str | None) -> None:
@@ -126,16 +131,22 @@ def make_output_parser(
     if not tools_on and reasoning_parser is None:
         return None
     family = TOOL_FAMILIES[tool_parser] if tools_on and tool_parser is not None else None
-    if family is None and reasoning_parser == "lfm2":
-        # LFM2.5's <think> tags are special tokens: the text keeps them, and the other special
-        # tokens are dropped as the tool family drops them (no call is read without tools).
-        return ChainedParser(
-            ThinkStage(starts_in_reasoning=starts_in_reasoning),
-            ToolStage((), LFM2_SPECIAL, {}),
-            keep_special_tokens=True,
+    open_tag, close_tag, dropped = _SPECIAL_REASONING.get(reasoning_parser or "", (None, None, ()))
+    think = (
+        ThinkStage(
+            starts_in_reasoning=starts_in_reasoning,
+            open_tag=open_tag or "<think>",
+            close_tag=close_tag or "</think>",
         )
+        if reasoning_parser
+        else None
+    )
+    if family is None and open_tag is not None:
+        # The block's tags are special tokens: the text keeps them, and the family's other
+        # special tokens are dropped as its tool stage drops them (no call read without tools).
+        return ChainedParser(think, ToolStage((), dropped, {}), keep_special_tokens=True)
     return ChainedParser(
-        ThinkStage(starts_in_reasoning=starts_in_reasoning) if reasoning_parser else None,
+        think,
         family.stage(tool_schemas(tools)) if family else None,
         keep_special_tokens=family.keep_special_tokens if family else False,
     )

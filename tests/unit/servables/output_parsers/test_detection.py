@@ -119,12 +119,17 @@ def test_detects_the_family_from_its_template(
     assert detect_parsers(template) == expected
 
 
-def test_lfm2_templates_pick_the_lfm2_parsers() -> None:
+def test_lfm2_and_gemma4_templates_pick_their_parsers() -> None:
     assert detect_parsers(LFM25) == ("lfm2", "lfm2")
     assert detect_parsers("{{- '<|tool_call_start|>' -}}") == ("lfm2", None)  # LFM2: no thinking
+    assert detect_parsers(GEMMA4) == ("gemma4", "gemma4")
 
 
-@pytest.mark.parametrize("template", [GEMMA4], ids=["gemma4"])
+ONYX = "<|start|>{{ role }}<|message|>{{ content }}<|eom|><|eot|>"
+MINICPM5 = '<param name="{{ name }}">'
+
+
+@pytest.mark.parametrize("template", [ONYX, MINICPM5], ids=["onyx", "minicpm5"])
 def test_families_graphrt_does_not_parse_are_left_off_with_a_warning(
     template: str, caplog: pytest.LogCaptureFixture
 ) -> None:

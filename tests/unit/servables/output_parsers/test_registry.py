@@ -40,7 +40,7 @@ def test_valid_names_and_pairs(tool_parser: str | None, reasoning_parser: str | 
     [
         ("hermes", None, "tool_parser", "unknown tool_parser 'hermes'; supported: hermes3, "),
         (None, "deepseek_r1", "reasoning_parser", "unknown reasoning_parser 'deepseek_r1'"),
-        ("gemma4", None, "tool_parser", "tool_parser 'gemma4' is not supported by graphrt yet"),
+        ("onyx", None, "tool_parser", "tool_parser 'onyx' is not supported by graphrt yet"),
         (None, "onyx", "reasoning_parser", "reasoning_parser 'onyx' is not supported"),
     ],
 )
