@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from servables.llm.output_parsers._stage import BodyReader, CallSink
@@ -57,13 +58,26 @@ def _skip_space(text: str, pos: int) -> int:
     return pos
 
 
+def _items(text: str, pos: int, closer: str, item: Callable[[int], int]) -> int:
+    """Reads `item, item, ...closer` from `pos` (each `item(pos)` returns where it ended);
+    returns the position after the closer."""
+    pos = _skip_space(text, pos)
+    if text.startswith(closer, pos):
+        return pos + 1
+    while True:
+        pos = _skip_space(text, item(_skip_space(text, pos)))
+        if text.startswith(",", pos):
+            pos += 1
+        elif text.startswith(closer, pos):
+            return pos + 1
+        else:
+            raise _Syntax(f"expected ',' or '{closer}'")
+
+
 def _object(text: str, pos: int) -> tuple[dict[str, Any], int]:
     result: dict[str, Any] = {}
-    pos = _skip_space(text, pos)
-    if text.startswith("}", pos):
-        return result, pos + 1
-    while True:
-        pos = _skip_space(text, pos)
+
+    def member(pos: int) -> int:
         if text.startswith(STRING, pos):  # a key may be written as a string too
             key, pos = _value(text, pos)
         else:
@@ -74,32 +88,21 @@ def _object(text: str, pos: int) -> tuple[dict[str, Any], int]:
         pos = _skip_space(text, pos)
         if not text.startswith(":", pos):
             raise _Syntax("missing ':'")
-        value, pos = _value(text, _skip_space(text, pos + 1))
-        result[str(key)] = value
-        pos = _skip_space(text, pos)
-        if text.startswith(",", pos):
-            pos += 1
-        elif text.startswith("}", pos):
-            return result, pos + 1
-        else:
-            raise _Syntax("expected ',' or '}'")
+        result[str(key)], pos = _value(text, _skip_space(text, pos + 1))
+        return pos
+
+    return result, _items(text, pos, "}", member)
 
 
 def _list(text: str, pos: int) -> tuple[list[Any], int]:
     result: list[Any] = []
-    pos = _skip_space(text, pos)
-    if text.startswith("]", pos):
-        return result, pos + 1
-    while True:
-        value, pos = _value(text, _skip_space(text, pos))
+
+    def element(pos: int) -> int:
+        value, pos = _value(text, pos)
         result.append(value)
-        pos = _skip_space(text, pos)
-        if text.startswith(",", pos):
-            pos += 1
-        elif text.startswith("]", pos):
-            return result, pos + 1
-        else:
-            raise _Syntax("expected ',' or ']'")
+        return pos
+
+    return result, _items(text, pos, "]", element)
 
 
 def parse_calls(body: str) -> list[tuple[str, dict[str, Any]]]:
