@@ -6,17 +6,30 @@ call the model merely considers inside `<think>` is not executed.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from servables.llm.output_parsers._stage import ToolStage
 from servables.llm.output_parsers.base import OutputParser, extend_delta
-from servables.llm.output_parsers.reasoning import ThinkStage
 from servables.llm.output_parsers.types import ParsedDelta
 
 __all__ = ["ChainedParser"]
 
 
+class ReasoningStage(Protocol):
+    """Splits text into (reasoning, content): ThinkStage, OnyxTurnStage."""
+
+    def feed(self, text: str) -> tuple[str, str]: ...
+
+    def finish(self) -> tuple[str, str]: ...
+
+
 class ChainedParser(OutputParser):
     def __init__(
-        self, reasoning: ThinkStage | None, tools: ToolStage | None, *, keep_special_tokens: bool
+        self,
+        reasoning: ReasoningStage | None,
+        tools: ToolStage | None,
+        *,
+        keep_special_tokens: bool,
     ) -> None:
         self._reasoning = reasoning
         self._tools = tools

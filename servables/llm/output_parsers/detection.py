@@ -58,7 +58,7 @@ def _analyze(template: str) -> tuple[str | None, str | None]:
 def detect_parsers(chat_template: str) -> tuple[str | None, str | None]:
     """(tool_parser, reasoning_parser) suited to a chat template; None where nothing matches.
 
-    Families OVMS detects but graphrt does not implement (onyx, minicpm5) yield
+    Families OVMS detects but graphrt does not implement (minicpm5) yield
     None, with a warning in the log, and the model is served without that parser.
     """
     tool_parser, reasoning_parser = _analyze(chat_template)

@@ -9,6 +9,7 @@ from typing import Any
 from servables.llm.output_parsers._json_calls import JsonCallsReader, Layout, NamedArgumentsReader
 from servables.llm.output_parsers._stage import BodyReader, CallSink, Opening, ToolStage
 from servables.llm.output_parsers.gemma4_calls import Gemma4CallsReader
+from servables.llm.output_parsers.onyx import ONYX_SPECIAL, OnyxCallsReader
 from servables.llm.output_parsers.pythonic import PythonicCallsReader
 from servables.llm.output_parsers.xml_calls import FUNCTION_TAG, XmlFunctionReader
 
@@ -176,6 +177,14 @@ TOOL_FAMILIES: dict[str, ToolFamily] = {
             keep_special_tokens=True,
             openings=(Opening("<|tool_call>", Gemma4CallsReader, special_token=True),),
             dropped=GEMMA4_SPECIAL,
+        ),
+        ToolFamily(
+            # Onyx: `<atem:function_calls><atem:invoke name="f"><atem:parameter name="p">v
+            # </atem:parameter></atem:invoke></atem:function_calls>` inside a turn's body.
+            "onyx",
+            keep_special_tokens=True,
+            openings=(Opening("<atem:function_calls>", OnyxCallsReader),),
+            dropped=ONYX_SPECIAL,
         ),
         ToolFamily(
             "phi4",

@@ -12,9 +12,10 @@ from typing import Any
 
 from servables.llm.output_parsers._stage import ToolStage
 from servables.llm.output_parsers.base import OutputParser
-from servables.llm.output_parsers.chain import ChainedParser
+from servables.llm.output_parsers.chain import ChainedParser, ReasoningStage
 from servables.llm.output_parsers.families import GEMMA4_SPECIAL, LFM2_SPECIAL, TOOL_FAMILIES
 from servables.llm.output_parsers.harmony import HarmonyParser
+from servables.llm.output_parsers.onyx import ONYX_SPECIAL, OnyxTurnStage
 from servables.llm.output_parsers.reasoning import ThinkStage
 from servables.llm.output_parsers.types import ParserConfigError
 
@@ -28,19 +29,19 @@ __all__ = [
 TOOL_PARSERS: tuple[str, ...] = (*TOOL_FAMILIES, "gptoss")
 """Tool-call families graphrt implements (OVMS's names)."""
 
-REASONING_PARSERS: tuple[str, ...] = ("qwen3", "lfm2", "gemma4", "gptoss")
+REASONING_PARSERS: tuple[str, ...] = ("qwen3", "lfm2", "gemma4", "onyx", "gptoss")
 """Reasoning families graphrt implements (OVMS's names)."""
 
 # OVMS knows these too; graphrt does not implement them (yet): say so rather than "unknown".
-_OVMS_ONLY_TOOL_PARSERS = ("onyx", "minicpm5")
-_OVMS_ONLY_REASONING_PARSERS = ("onyx", "minicpm5")
+_OVMS_ONLY_TOOL_PARSERS = ("minicpm5",)
+_OVMS_ONLY_REASONING_PARSERS = ("minicpm5",)
 
 
 # OVMS's pair rule compares what each parser needs from the detokenizer
 # (requiresStreamingWithSpecialTokens); these are the ones that need special tokens kept.
-_OVMS_SPECIAL_TOKEN_PARSERS = frozenset({"devstral", "gptoss", "lfm2", "gemma4"})
+_OVMS_SPECIAL_TOKEN_PARSERS = frozenset({"devstral", "gptoss", "lfm2", "gemma4", "onyx"})
 # Reasoning blocks written with special tokens: (open tag, close tag, what else to drop).
-_SPECIAL_REASONING = {
+_SPECIAL_REASONING: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "lfm2": ("<think>", "</think>", LFM2_SPECIAL),
     "gemma4": ("<|channel>thought", "<channel|>", GEMMA4_SPECIAL),
 }
@@ -131,17 +132,17 @@ def make_output_parser(
     if not tools_on and reasoning_parser is None:
         return None
     family = TOOL_FAMILIES[tool_parser] if tools_on and tool_parser is not None else None
-    open_tag, close_tag, dropped = _SPECIAL_REASONING.get(reasoning_parser or "", (None, None, ()))
-    think = (
-        ThinkStage(
+    open_tag, close_tag, dropped = _SPECIAL_REASONING.get(reasoning_parser or "", ("", "", ()))
+    think: ReasoningStage | None = None
+    if reasoning_parser == "onyx":
+        think, dropped = OnyxTurnStage(), ONYX_SPECIAL
+    elif reasoning_parser:
+        think = ThinkStage(
             starts_in_reasoning=starts_in_reasoning,
             open_tag=open_tag or "<think>",
             close_tag=close_tag or "</think>",
         )
-        if reasoning_parser
-        else None
-    )
-    if family is None and open_tag is not None:
+    if family is None and dropped:
         # The block's tags are special tokens: the text keeps them, and the family's other
         # special tokens are dropped as its tool stage drops them (no call read without tools).
         return ChainedParser(think, ToolStage((), dropped, {}), keep_special_tokens=True)

@@ -40,8 +40,8 @@ def test_valid_names_and_pairs(tool_parser: str | None, reasoning_parser: str | 
     [
         ("hermes", None, "tool_parser", "unknown tool_parser 'hermes'; supported: hermes3, "),
         (None, "deepseek_r1", "reasoning_parser", "unknown reasoning_parser 'deepseek_r1'"),
-        ("onyx", None, "tool_parser", "tool_parser 'onyx' is not supported by graphrt yet"),
-        (None, "onyx", "reasoning_parser", "reasoning_parser 'onyx' is not supported"),
+        ("minicpm5", None, "tool_parser", "tool_parser 'minicpm5' is not supported by graphrt"),
+        (None, "minicpm5", "reasoning_parser", "reasoning_parser 'minicpm5' is not supported"),
     ],
 )
 def test_unknown_names_are_load_errors_that_list_the_choices(
