@@ -60,7 +60,7 @@ def pull(request: PullRequest, write_graph: GraphWriter) -> Path:
         model_dir = checked_model_dir(request.source_model, request.repository)
     except ExportError as error:
         raise PullError(str(error)) from None
-    if _has_model(model_dir) and not request.overwrite_models:
+    if _has_model(model_dir, request) and not request.overwrite_models:
         logger.info("%s is in the model repository already: using it", request.source_model)
         _write_graph(model_dir, _models_path(model_dir, request), write_graph)
         return model_dir
@@ -79,9 +79,12 @@ def pull(request: PullRequest, write_graph: GraphWriter) -> Path:
     return model_dir
 
 
-def _has_model(model_dir: Path) -> bool:
+def _has_model(model_dir: Path, request: PullRequest) -> bool:
+    """The model is there already: the GGUF file asked for, or an IR (or a graph) otherwise."""
+    if request.gguf_filename:
+        return (model_dir / Path(request.gguf_filename).name).is_file()
     markers = ("graph.pbtxt", *IR_MARKERS)
-    return any((model_dir / name).is_file() for name in markers) or any(model_dir.glob("*.gguf"))
+    return any((model_dir / name).is_file() for name in markers)
 
 
 def _models_path(model_dir: Path, request: PullRequest) -> str:

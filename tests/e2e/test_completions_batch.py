@@ -150,3 +150,23 @@ def test_a_prompt_the_graph_refuses_fails_the_whole_stream_with_its_400(server: 
     )
     assert reply.status_code == 400
     assert "max_tokens" in reply.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_prompt_the_engine_refuses_fails_the_request_with_a_400(
+    server: Server, stream: bool
+) -> None:
+    """A token id outside the vocabulary: the graph refuses that prompt while the other runs."""
+    reply = httpx.post(
+        f"{server.base_url}/v3/completions",
+        json={
+            "model": server.model,
+            "prompt": [[10**6], [2695, 329]],
+            "max_tokens": 4,
+            "echo": True,
+            "stream": stream,
+        },
+        timeout=30,
+    )
+    assert reply.status_code == 400, reply.text
+    assert reply.json()["error"]["type"] == "invalid_request_error"

@@ -72,11 +72,11 @@ def _reindexed(body: dict[str, Any], prompt: int, n: int, shared_id: str) -> dic
 
 async def joined_unary(runs: Sequence[Chunks], n: int) -> AsyncGenerator[bytes, None]:
     """The prompts' JSON bodies, gathered concurrently, as one body."""
+    tasks = [asyncio.create_task(_only_body(run)) for run in runs]
     try:
-        bodies = await asyncio.gather(*(_only_body(run) for run in runs))
+        bodies = await asyncio.gather(*tasks)
     finally:
-        for run in runs:
-            await run.aclose()
+        await _stop(tasks, runs)
     parsed = [json.loads(body) for body in bodies]
     first = parsed[0]
     joined = {**first, "choices": [], "usage": {}}
@@ -141,11 +141,16 @@ async def joined_stream(runs: Sequence[Chunks], n: int) -> AsyncGenerator[bytes,
         for frame in joiner.end():
             yield frame
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        for run in runs:
-            await run.aclose()
+        await _stop(tasks, runs)
+
+
+async def _stop(tasks: Sequence[asyncio.Task[Any]], runs: Sequence[Chunks]) -> None:
+    """Cancel the prompts still running (one failed, or the client left), then close them."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for run in runs:
+        await run.aclose()
 
 
 class _StreamJoiner:

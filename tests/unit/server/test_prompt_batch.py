@@ -113,3 +113,22 @@ async def test_a_failure_before_the_first_chunk_is_raised_before_anything_is_sen
     stream = joined([{"prompt": "a"}, {"prompt": "bad"}], run, streaming=True)
     with pytest.raises(InvalidRequest, match="refused"):
         await stream.__anext__()
+
+
+async def test_a_failing_prompt_fails_a_unary_request_while_others_still_run() -> None:
+    """The others are cancelled and closed; the request fails with the prompt's own error."""
+    closed: list[str] = []
+
+    async def run(body: dict[str, Any]) -> AsyncGenerator[bytes, None]:
+        try:
+            if body["prompt"] == "bad":
+                raise InvalidRequest("refused", param="max_tokens")
+            await asyncio.sleep(5)
+            yield b"{}"
+        finally:
+            closed.append(body["prompt"])
+
+    unary = joined([{"prompt": "slow"}, {"prompt": "bad"}], run, streaming=False)
+    with pytest.raises(InvalidRequest, match="refused"):
+        await unary.__anext__()
+    assert sorted(closed) == ["bad", "slow"]
