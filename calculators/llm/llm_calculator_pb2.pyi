@@ -1,14 +1,15 @@
 from graphruntime._proto import calculator_options_pb2 as _calculator_options_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class LLMCalculatorOptions(_message.Message):
-    __slots__ = ("models_path", "max_num_batched_tokens", "cache_size", "max_num_seqs", "dynamic_split_fuse", "device", "plugin_config", "best_of_limit", "max_tokens_limit", "enable_prefix_caching", "draft_models_path", "draft_device", "draft_max_num_batched_tokens", "draft_cache_size", "draft_block_size", "draft_max_num_seqs", "draft_dynamic_split_fuse", "draft_eagle3_mode", "pipeline_type", "cache_eviction_config", "tool_parser", "reasoning_parser", "enable_tool_guided_generation", "sparse_attention_config", "cache_interval_multiplier", "chat_template_mode")
+    __slots__ = ("models_path", "max_num_batched_tokens", "cache_size", "max_num_seqs", "dynamic_split_fuse", "device", "plugin_config", "best_of_limit", "max_tokens_limit", "enable_prefix_caching", "draft_models_path", "draft_device", "draft_max_num_batched_tokens", "draft_cache_size", "draft_block_size", "draft_max_num_seqs", "draft_dynamic_split_fuse", "draft_eagle3_mode", "pipeline_type", "cache_eviction_config", "tool_parser", "reasoning_parser", "enable_tool_guided_generation", "sparse_attention_config", "cache_interval_multiplier", "chat_template_mode", "lora_adapters")
     class PipelineType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         LM: _ClassVar[LLMCalculatorOptions.PipelineType]
@@ -96,6 +97,15 @@ class LLMCalculatorOptions(_message.Message):
         xattention_block_size: int
         xattention_stride: int
         def __init__(self, mode: _Optional[_Union[LLMCalculatorOptions.SparseAttentionConfig.SparseAttentionMode, str]] = ..., num_last_dense_tokens_in_prefill: _Optional[int] = ..., num_retained_start_tokens_in_cache: _Optional[int] = ..., num_retained_recent_tokens_in_cache: _Optional[int] = ..., xattention_threshold: _Optional[float] = ..., xattention_block_size: _Optional[int] = ..., xattention_stride: _Optional[int] = ...) -> None: ...
+    class LoraAdapter(_message.Message):
+        __slots__ = ("alias", "path", "alpha")
+        ALIAS_FIELD_NUMBER: _ClassVar[int]
+        PATH_FIELD_NUMBER: _ClassVar[int]
+        ALPHA_FIELD_NUMBER: _ClassVar[int]
+        alias: str
+        path: str
+        alpha: float
+        def __init__(self, alias: _Optional[str] = ..., path: _Optional[str] = ..., alpha: _Optional[float] = ...) -> None: ...
     EXT_FIELD_NUMBER: _ClassVar[int]
     ext: _descriptor.FieldDescriptor
     MODELS_PATH_FIELD_NUMBER: _ClassVar[int]
@@ -124,6 +134,7 @@ class LLMCalculatorOptions(_message.Message):
     SPARSE_ATTENTION_CONFIG_FIELD_NUMBER: _ClassVar[int]
     CACHE_INTERVAL_MULTIPLIER_FIELD_NUMBER: _ClassVar[int]
     CHAT_TEMPLATE_MODE_FIELD_NUMBER: _ClassVar[int]
+    LORA_ADAPTERS_FIELD_NUMBER: _ClassVar[int]
     models_path: str
     max_num_batched_tokens: int
     cache_size: int
@@ -150,4 +161,5 @@ class LLMCalculatorOptions(_message.Message):
     sparse_attention_config: LLMCalculatorOptions.SparseAttentionConfig
     cache_interval_multiplier: int
     chat_template_mode: LLMCalculatorOptions.ChatTemplateMode
-    def __init__(self, models_path: _Optional[str] = ..., max_num_batched_tokens: _Optional[int] = ..., cache_size: _Optional[int] = ..., max_num_seqs: _Optional[int] = ..., dynamic_split_fuse: _Optional[bool] = ..., device: _Optional[str] = ..., plugin_config: _Optional[str] = ..., best_of_limit: _Optional[int] = ..., max_tokens_limit: _Optional[int] = ..., enable_prefix_caching: _Optional[bool] = ..., draft_models_path: _Optional[str] = ..., draft_device: _Optional[str] = ..., draft_max_num_batched_tokens: _Optional[int] = ..., draft_cache_size: _Optional[int] = ..., draft_block_size: _Optional[int] = ..., draft_max_num_seqs: _Optional[int] = ..., draft_dynamic_split_fuse: _Optional[bool] = ..., draft_eagle3_mode: _Optional[bool] = ..., pipeline_type: _Optional[_Union[LLMCalculatorOptions.PipelineType, str]] = ..., cache_eviction_config: _Optional[_Union[LLMCalculatorOptions.CacheEvictionConfig, _Mapping]] = ..., tool_parser: _Optional[str] = ..., reasoning_parser: _Optional[str] = ..., enable_tool_guided_generation: _Optional[bool] = ..., sparse_attention_config: _Optional[_Union[LLMCalculatorOptions.SparseAttentionConfig, _Mapping]] = ..., cache_interval_multiplier: _Optional[int] = ..., chat_template_mode: _Optional[_Union[LLMCalculatorOptions.ChatTemplateMode, str]] = ...) -> None: ...
+    lora_adapters: _containers.RepeatedCompositeFieldContainer[LLMCalculatorOptions.LoraAdapter]
+    def __init__(self, models_path: _Optional[str] = ..., max_num_batched_tokens: _Optional[int] = ..., cache_size: _Optional[int] = ..., max_num_seqs: _Optional[int] = ..., dynamic_split_fuse: _Optional[bool] = ..., device: _Optional[str] = ..., plugin_config: _Optional[str] = ..., best_of_limit: _Optional[int] = ..., max_tokens_limit: _Optional[int] = ..., enable_prefix_caching: _Optional[bool] = ..., draft_models_path: _Optional[str] = ..., draft_device: _Optional[str] = ..., draft_max_num_batched_tokens: _Optional[int] = ..., draft_cache_size: _Optional[int] = ..., draft_block_size: _Optional[int] = ..., draft_max_num_seqs: _Optional[int] = ..., draft_dynamic_split_fuse: _Optional[bool] = ..., draft_eagle3_mode: _Optional[bool] = ..., pipeline_type: _Optional[_Union[LLMCalculatorOptions.PipelineType, str]] = ..., cache_eviction_config: _Optional[_Union[LLMCalculatorOptions.CacheEvictionConfig, _Mapping]] = ..., tool_parser: _Optional[str] = ..., reasoning_parser: _Optional[str] = ..., enable_tool_guided_generation: _Optional[bool] = ..., sparse_attention_config: _Optional[_Union[LLMCalculatorOptions.SparseAttentionConfig, _Mapping]] = ..., cache_interval_multiplier: _Optional[int] = ..., chat_template_mode: _Optional[_Union[LLMCalculatorOptions.ChatTemplateMode, str]] = ..., lora_adapters: _Optional[_Iterable[_Union[LLMCalculatorOptions.LoraAdapter, _Mapping]]] = ...) -> None: ...

@@ -14,6 +14,7 @@ from calculators.llm.llm_calculator_pb2 import LLMCalculatorOptions
 from calculators.plugin_config import parse_plugin_config
 from graphruntime.validation import NodeSpec, ValidatedGraph
 from servables.errors import ServableLoadError
+from servables.llm.lora import LoadedAdapter, LoraAdapterSpec, check_alias, load_adapter
 from servables.llm.model_files import PipelineType, resolve_models_path
 from servables.llm.output_parsers import validate_parser_names
 from servables.llm.servable import LLMServable, LLMServableConfig
@@ -118,6 +119,22 @@ def _draft(options: LLMCalculatorOptions, graph_dir: Path, device: str) -> dict[
     }
 
 
+def _adapters(
+    options: LLMCalculatorOptions, graph_dir: Path, name: str
+) -> tuple[LoadedAdapter, ...]:
+    """The node's lora_adapters, their files found and their aliases free to be model names."""
+    adapters: list[LoadedAdapter] = []
+    for entry in options.lora_adapters:
+        check_alias(entry.alias, name)
+        if any(adapter.alias == entry.alias for adapter in adapters):
+            raise ServableLoadError(
+                f"LoRA adapter alias {entry.alias!r} is used twice", param="lora_adapters"
+            )
+        path = (graph_dir / Path(entry.path).expanduser()).resolve()
+        adapters.append(load_adapter(LoraAdapterSpec(entry.alias, path, entry.alpha)))
+    return tuple(adapters)
+
+
 def servable_config(
     options: LLMCalculatorOptions, graph_dir: Path, name: str, log_level: int = logging.INFO
 ) -> LLMServableConfig:
@@ -155,6 +172,7 @@ def servable_config(
         tool_parser=tool_parser,
         reasoning_parser=reasoning_parser,
         enable_tool_guided_generation=options.enable_tool_guided_generation,
+        adapters=_adapters(options, graph_dir, name),
     )
 
 

@@ -85,6 +85,18 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         help="constrain tool calls to the tools' schemas with the parser's grammar",
     )
     serve.add_argument(
+        "--lora_modules",
+        "--lora-modules",
+        dest="lora_modules",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="NAME=PATH",
+        help="LoRA adapters for the LLM of --model_path/--source_model, each served under its "
+        "name (vLLM's flag): name=path[,name=path] or a JSON object {name, path, alpha}; path is "
+        "a PEFT directory or a .safetensors file",
+    )
+    serve.add_argument(
         "--file_system_poll_wait_seconds",
         type=float,
         default=1.0,
@@ -250,6 +262,7 @@ def settings_from(args: argparse.Namespace) -> ServerSettings:
         tool_parser=args.tool_parser,
         reasoning_parser=args.reasoning_parser,
         enable_tool_guided_generation=args.enable_tool_guided_generation,
+        lora_modules=tuple(args.lora_modules),
         media=media_flags(args),
     )
 

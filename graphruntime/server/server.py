@@ -38,6 +38,7 @@ from graphruntime.server.graph_servable import GraphDefinition
 from graphruntime.server.http.app import create_app
 from graphruntime.server.kserve.dataplane import KServeDataPlane
 from graphruntime.server.kserve.grpc_server import start_grpc_server
+from graphruntime.server.lora_modules import LoraModulesError, parse_lora_modules, with_lora_modules
 from graphruntime.server.media_graphs import (
     MEDIA_TASKS,
     CompositeLoraSetting,
@@ -139,10 +140,21 @@ def single_model_definition(settings: ServerSettings, path: Path, name: str) -> 
     path = path.resolve()
     if not path.exists():
         raise StartupError(f"--model_path {path} does not exist")
-    if path.is_dir() and (path / "graph.pbtxt").is_file():
-        return GraphDefinition(name=name, base_path=path, graph_path=path / "graph.pbtxt")
+    own_graph = path / "graph.pbtxt"
+    if own_graph.is_file() and not settings.lora_modules:
+        return GraphDefinition(name=name, base_path=path, graph_path=own_graph)
     base = path if path.is_dir() else path.parent
-    return GraphDefinition(name=name, base_path=base, graph_text=generated_graph(settings, path))
+    text = (
+        own_graph.read_text(encoding="utf-8")
+        if own_graph.is_file()
+        else generated_graph(settings, path)
+    )
+    if settings.lora_modules:
+        try:
+            text = with_lora_modules(text, parse_lora_modules(list(settings.lora_modules)))
+        except LoraModulesError as error:
+            raise StartupError(str(error)) from None
+    return GraphDefinition(name=name, base_path=base, graph_text=text)
 
 
 def generated_graph(settings: ServerSettings, path: Path, models_path: str | None = None) -> str:
@@ -184,6 +196,11 @@ def definitions_for(
     """What to serve, and the config file to watch (None in single-model modes)."""
     if settings.config_path and settings.model_path:
         raise StartupError("--config_path and --model_path cannot be used together")
+    if settings.config_path and settings.lora_modules:
+        raise StartupError(
+            "--lora_modules is for --model_path or --source_model; a config.json graph lists its "
+            "adapters in the LLM node's lora_adapters option"
+        )
     if settings.config_path:
         path = Path(settings.config_path).resolve()
         try:

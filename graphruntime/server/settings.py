@@ -66,3 +66,4 @@ class ServerSettings:
     tool_parser: str | None = None
     reasoning_parser: str | None = None
     enable_tool_guided_generation: bool = False
+    lora_modules: tuple[str, ...] = ()  # --lora_modules values, as given (see lora_modules.py)

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from servables.llm.lora import LoadedAdapter
+
 
 @dataclass(frozen=True)
 class EngineSpec:
@@ -34,6 +36,7 @@ class EngineSpec:
     scheduler: dict[str, Any]
     draft: dict[str, Any] | None = None
     log_level: int = 20
+    adapter: LoadedAdapter | None = None  # a LoRA adapter this engine applies to every request
 
 
 @dataclass(frozen=True)

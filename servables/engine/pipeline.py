@@ -10,13 +10,18 @@ They live apart from the loops so each loop module holds only its scheduling.
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 from typing import Any
 
 from servables.engine.messages import EngineSpec
 from servables.errors import readable_message
+from servables.llm.gguf_lora import layer_names, named_model_dir
+from servables.llm.lora import LoadedAdapter, check_targets, target_modules, tensor_names
 from servables.llm.model_files import openable_gguf
+
+logger = logging.getLogger(__name__)
 
 # GenerationConfig fields the frontend may set; anything else is a programming error.
 CONFIG_FIELDS = frozenset(
@@ -121,15 +126,53 @@ def _properties(spec: EngineSpec) -> dict[str, Any]:
     return properties
 
 
+def _adapter_config(adapter: LoadedAdapter, model_dir: Path) -> Any:
+    """genai's AdapterConfig for `adapter`, once its layers are known to be in the model."""
+    import openvino_genai
+
+    modules = target_modules(tensor_names(Path(adapter.weights)))
+    unused = check_targets(adapter.alias, modules, layer_names(model_dir))
+    if unused:
+        logger.warning(
+            "LoRA adapter %s: %d of its %d target layers are not in the model and are skipped "
+            "(e.g. %s)",
+            adapter.alias,
+            len(unused),
+            len(modules),
+            unused[0],
+        )
+    return openvino_genai.AdapterConfig(openvino_genai.Adapter(adapter.weights), adapter.scale)
+
+
+def _activate(pipeline: Any, adapters: Any) -> None:
+    """Switch a continuous-batching pipeline's adapter on.
+
+    genai 2026.4 applies adapters only in generate() (set_adapters), never for add_request: the
+    adapter given at construction stays off until a generate() call names it, and stays on after.
+    """
+    config = pipeline.get_config()
+    config.max_new_tokens = 1
+    config.adapters = adapters
+    pipeline.generate(["."], [config])
+
+
 def build_pipeline(spec: EngineSpec) -> Any:
     import openvino_genai
 
     properties = _properties(spec)
     models_path = str(openable_gguf(Path(spec.models_path)))
+    adapters = None
+    if spec.adapter is not None:
+        model_dir = named_model_dir(Path(spec.models_path))
+        models_path = str(model_dir)
+        adapters = properties["adapters"] = _adapter_config(spec.adapter, model_dir)
     if spec.kind in ("LM_CB", "VLM_CB"):
-        return openvino_genai.ContinuousBatchingPipeline(
+        pipeline = openvino_genai.ContinuousBatchingPipeline(
             models_path, _scheduler_config(spec.scheduler), spec.device, properties
         )
+        if adapters is not None:
+            _activate(pipeline, adapters)
+        return pipeline
     if spec.kind == "LM":
         return openvino_genai.LLMPipeline(models_path, spec.device, **properties)
     if spec.kind == "VLM":

@@ -28,7 +28,7 @@ import enum
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,7 @@ from servables.llm.engine_requests import (
     prompt,
     speculation_fields,
 )
+from servables.llm.lora import LoadedAdapter
 from servables.llm.model_files import (
     PipelineType,
     generation_defaults,
@@ -108,6 +109,8 @@ class LLMServableConfig:
     tool_parser: str | None = None
     reasoning_parser: str | None = None
     enable_tool_guided_generation: bool = False
+    # LoRA adapters, each served under its alias by an engine of its own (see `generate`).
+    adapters: tuple[LoadedAdapter, ...] = ()
 
 
 class LLMServable:
@@ -130,18 +133,30 @@ class LLMServable:
         }
         self._model_dir = model_dir
         self.speculation = speculation_fields(config.draft, config.properties)
-        self.engine = EngineClient(
-            EngineSpec(
-                kind=self.kind.value,
-                models_path=str(config.models_path),
-                device=config.device,
-                properties=dict(config.properties),
-                scheduler=dict(config.scheduler),
-                draft=config.draft,
-                log_level=config.log_level,
-            ),
-            config.name,
+        spec = EngineSpec(
+            kind=self.kind.value,
+            models_path=str(config.models_path),
+            device=config.device,
+            properties=dict(config.properties),
+            scheduler=dict(config.scheduler),
+            draft=config.draft,
+            log_level=config.log_level,
         )
+        self.engine = EngineClient(spec, config.name)
+        if config.adapters and self.kind.vision:
+            raise ServableLoadError(
+                f"{config.name}: LoRA adapters are supported on text models only",
+                param="lora_adapters",
+            )
+        # genai 2026.4 applies one adapter set per pipeline step (ContinuousBatchingPipeline
+        # refuses mixed adapters in generate() and ignores them in add_request), so each adapter
+        # has its own engine process: its requests batch together, beside the base model's.
+        self.adapter_engines = {
+            adapter.alias: EngineClient(
+                replace(spec, adapter=adapter), f"{config.name} adapter {adapter.alias}"
+            )
+            for adapter in config.adapters
+        }
         self.tokenizer: Any = None
         self.vocabulary_size = vocabulary_size(config.models_path)
         self.token_texts: TokenTexts | None = None
@@ -169,20 +184,25 @@ class LLMServable:
             self.config.models_path,
             self.config.device,
         )
+        for engine in self.adapter_engines.values():  # the server's policy, set on the base
+            engine.supervisor.policy = self.engine.supervisor.policy
+            engine.admission.max_queued = self.engine.admission.max_queued
         try:
-            ready = await self.engine.start()
+            ready, *_ = await asyncio.gather(
+                self.engine.start(), *(e.start() for e in self.adapter_engines.values())
+            )
             # The engine process prepared a tokenizer that loads in milliseconds (see
             # model_files.tokenizer_location); still, keep even that off the event loop.
             await asyncio.to_thread(self._load_tokenizer, Path(ready.tokenizer_path))
         except ServableLoadError as error:
             self.state = ServableState.UNAVAILABLE
             self.error = error.message
-            await self.engine.close()
+            await self._close_engines()
             raise
         except Exception as error:
             self.state = ServableState.UNAVAILABLE
             self.error = str(error)
-            await self.engine.close()
+            await self._close_engines()
             raise ServableLoadError(f"{self.name}: {error}") from error
         self.state = ServableState.AVAILABLE
         logger.info(
@@ -271,7 +291,20 @@ class LLMServable:
     async def stop(self) -> None:
         self.state = ServableState.UNAVAILABLE
         self.error = "unloaded"
-        await self.engine.close()
+        await self._close_engines()
+
+    async def _close_engines(self) -> None:
+        await asyncio.gather(
+            self.engine.close(), *(e.close() for e in self.adapter_engines.values())
+        )
+
+    def aliases(self) -> list[str]:
+        """The LoRA adapters' names: a request's `model` chooses one (or the base model)."""
+        return list(self.adapter_engines)
+
+    def engine_for(self, model: str) -> EngineClient:
+        """The engine that serves `model`: its adapter's, else the base model's."""
+        return self.adapter_engines.get(model, self.engine)
 
     @property
     def available(self) -> bool:
@@ -330,11 +363,12 @@ class LLMServable:
         `media` says where images may come from (the server's --allowed_local_media_path and
         --allowed_media_domains); without it only base64 data URLs are accepted.
         """
-        if not self.available:
+        engine = self.engine_for(request.model)
+        if not (self.available and engine.alive):
             raise ServableNotReady(
-                f"Model {self.name} is not available: "
-                f"{self.error or self.engine.dead or self.state.value}",
-                retry_after=self.engine.retry_after(),
+                f"Model {request.model or self.name} is not available: "
+                f"{self.error or engine.dead or self.state.value}",
+                retry_after=engine.retry_after(),
             )
         check_capabilities(self.kind, request.sampling)
         prompt_ids, prompt_text = await prompt(
@@ -355,7 +389,7 @@ class LLMServable:
         constraint = plan.constraint
         if constraint is not None:
             config["structured_output"] = constraint.engine_fields()
-            known = self.engine.grammar_failure(constraint.engine_fields())
+            known = engine.grammar_failure(constraint.engine_fields())
             if known is not None:  # it broke an engine step before (servables/engine/batching.py)
                 raise InvalidRequest(f"{constraint.param}: {known}", param=constraint.param)
         # Last: everything cheap to refuse has been checked before any image is fetched.
@@ -367,7 +401,7 @@ class LLMServable:
             prompt_text,
             config,
             images,
-            self.engine.new_request_id,
+            engine.new_request_id,
         )
         del images  # the requests hold them until they are sent, then the worker has its copy
         request_id = requests[0].request_id
@@ -410,7 +444,7 @@ class LLMServable:
             choice_of_request = {r.request_id: i for i, r in enumerate(requests)}
         for listener in self.request_listeners:
             listener.started(self, stats)
-        stream = self.engine.submit(requests)
+        stream = engine.submit(requests)
         del requests  # sent: no decoded pixels kept for the rest of the generation
         try:
             async for event in choice_events(
@@ -420,7 +454,7 @@ class LLMServable:
                 sampling.logprobs,
                 skip_special,
                 stats,
-                self.engine,
+                engine,
                 self.decodes,
             ):
                 if event.usage is not None and self.verbose_response:

@@ -198,6 +198,17 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Launch:
 
 
 @pytest.fixture(scope="session")
+def start_server(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Sequence[str]], Server]:
+    """`start_server([...serve args...])`: a server process, not waited for (for tests of
+    servers that never become ready); the test stops it."""
+
+    def start(args: Sequence[str]) -> Server:
+        return Server(args, tmp_path_factory.mktemp("server") / "server.log")
+
+    return start
+
+
+@pytest.fixture(scope="session")
 def server(smollm2_gguf: Path, launch: Launch) -> Iterator[Server]:
     """The main server: the GGUF, continuous batching, metrics on, a max_tokens limit.
 

@@ -247,29 +247,40 @@ def _frames(chunk: bytes | HttpReply) -> bytes:
     return chunk
 
 
-def model_entry(name: str, created: float) -> dict[str, Any]:
-    return {"id": name, "object": "model", "created": int(created), "owned_by": "graphrt"}
+def model_entry(name: str, created: float, parent: str | None = None) -> dict[str, Any]:
+    """OpenAI's Model; a name that selects an adapter of another model (a LoRA) also names that
+    model as `parent`, as vLLM lists its adapters."""
+    entry: dict[str, Any] = {
+        "id": name,
+        "object": "model",
+        "created": int(created),
+        "owned_by": "graphrt",
+    }
+    if parent is not None:
+        entry["parent"] = parent
+    return entry
 
 
 async def list_models(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    names: dict[str, float] = {}  # a name once: a graph's own before another's alias
+    entries: dict[str, dict[str, Any]] = {}  # a name once: a graph's own before another's alias
     for name, servable in sorted(state.repository.servables.items()):
         if servable.available:
-            names[name] = servable.loaded_at or state.started_at
-    for servable in state.repository.servables.values():
+            entries[name] = model_entry(name, servable.loaded_at or state.started_at)
+    for name, servable in state.repository.servables.items():
         if servable.available:
             for alias in servable.aliases:
-                names.setdefault(alias, servable.loaded_at or state.started_at)
-    data = [model_entry(name, created) for name, created in names.items()]
-    return web.json_response({"object": "list", "data": data})
+                created = servable.loaded_at or state.started_at
+                entries.setdefault(alias, model_entry(alias, created, name))
+    return web.json_response({"object": "list", "data": list(entries.values())})
 
 
 async def get_model(request: web.Request) -> web.Response:
     state = request.app[STATE]
     name = request.match_info["name"]
     servable = state.repository.get(name)
-    return web.json_response(model_entry(name, servable.loaded_at or state.started_at))
+    parent = None if state.repository.servables.get(name) is servable else servable.name
+    return web.json_response(model_entry(name, servable.loaded_at or state.started_at, parent))
 
 
 def add_routes(app: web.Application) -> None:

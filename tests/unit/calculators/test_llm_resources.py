@@ -396,3 +396,56 @@ def test_no_warning_for_unset_unimplemented_options(
     with caplog.at_level(logging.WARNING, logger="calculators.llm.resources"):
         config(graph_dir)
     assert not caplog.records
+
+
+# ------------------------------------------------------------------------------ lora_adapters
+
+
+def write_peft(directory: Path, r: int = 8, lora_alpha: int = 16) -> Path:
+    directory.mkdir(parents=True)
+    (directory / "adapter_model.safetensors").write_bytes(b"")
+    (directory / "adapter_config.json").write_text(f'{{"r": {r}, "lora_alpha": {lora_alpha}}}')
+    return directory
+
+
+def test_lora_adapters_are_found_beside_the_graph_with_peft_scale(graph_dir: Path) -> None:
+    write_peft(graph_dir / "loras" / "poet")
+    (graph_dir / "plain.safetensors").write_bytes(b"")
+    config = servable_config(
+        options(
+            'lora_adapters { alias: "poet" path: "loras/poet" alpha: 0.5 } '
+            'lora_adapters { alias: "plain" path: "plain.safetensors" }'
+        ),
+        graph_dir,
+        "base",
+    )
+    poet, plain = config.adapters
+    assert (poet.alias, poet.scale) == ("poet", 0.5 * 16 / 8)
+    assert poet.weights == str((graph_dir / "loras/poet/adapter_model.safetensors").resolve())
+    assert (plain.alias, plain.scale) == ("plain", 1.0)
+
+
+@pytest.mark.parametrize(
+    ("entries", "message"),
+    [
+        ('{ alias: "a" path: "missing" }', "missing does not exist"),
+        ('{ alias: "base" path: "x.gguf" }', "is the base model's name"),
+        ('{ alias: "a b" path: "x.gguf" }', "must be a model name"),
+        ('{ alias: "a" path: "x.gguf" }', "neither a PEFT directory nor a .safetensors"),
+        ('{ alias: "a" path: "empty" }', "has no adapter_model.safetensors"),
+    ],
+)
+def test_bad_lora_adapters_fail_the_load_naming_the_option(
+    graph_dir: Path, entries: str, message: str
+) -> None:
+    (graph_dir / "empty").mkdir()
+    with pytest.raises(ServableLoadError, match=message) as raised:
+        servable_config(options(f"lora_adapters {entries}"), graph_dir, "base")
+    assert raised.value.param == "lora_adapters"
+
+
+def test_a_lora_alias_given_twice_fails_the_load(graph_dir: Path) -> None:
+    (graph_dir / "a.safetensors").write_bytes(b"")
+    entry = 'lora_adapters { alias: "a" path: "a.safetensors" } '
+    with pytest.raises(ServableLoadError, match="'a' is used twice"):
+        servable_config(options(entry * 2), graph_dir, "base")
