@@ -211,12 +211,14 @@ class HttpLLMCalculator(Calculator):
         logprobs: dict[int, list[TokenLogprob]] = {}
         reasons: dict[int, str] = {}
         prefix = ""
+        prefix_scored = False
         usage = None
         verbose = None
         async for event in self.events:
             verbose = event.verbose or verbose
             for update in event.updates:
                 prefix = prefix or update.prefix
+                prefix_scored = prefix_scored or update.prefix_scored
                 parts.setdefault(update.index, []).append(
                     ParsedDelta(update.text, update.reasoning, update.tool_calls)
                 )
@@ -254,7 +256,7 @@ class HttpLLMCalculator(Calculator):
                     calls,
                 )
             )
-        body = self.builder.unary(choices, usage, prefix)
+        body = self.builder.unary(choices, usage, prefix, prefix_scored)
         if verbose is not None:
             body["__verbose"] = verbose
         return dumps(body).encode()
@@ -328,6 +330,7 @@ class HttpLLMCalculator(Calculator):
                     update.logprobs,
                     update.finish_reason,
                     prefix=update.prefix,
+                    prefix_scored=update.prefix_scored,
                     reasoning=update.reasoning,
                     tool_calls=update.tool_calls,
                 )

@@ -75,6 +75,8 @@ class _Live:
     """A request inside the continuous-batching pipeline."""
 
     __slots__ = (
+        "echo_tokens",
+        "echoed",
         "final_only",
         "finished",
         "generated",
@@ -104,17 +106,33 @@ class _Live:
         # are kept) and the tokens sequence 0 has produced so far.
         self.message = message
         self.generated: list[int] = []
+        # With `echo`, genai puts the prompt before a sequence's first tokens (and its logprobs
+        # before theirs); the frontend gets them apart (see `_delta`).
+        self.echo_tokens = 0
+        self.echoed: set[int] = set()
 
 
 def _delta(live: _Live, index: int, output: Any, reason: str | None) -> SequenceDelta:
-    """What sequence `index` of a live request produced, as sent to the frontend."""
+    """What sequence `index` of a live request produced, as sent to the frontend.
+
+    An echoing request's first output starts with its prompt: those ids are dropped and their
+    logprobs sent as `prompt_logprobs`, the first one None (genai's placeholder 1.0: nothing
+    predicts the first token). genai scores only the prompt tokens it computes, so tokens whose
+    KV came from the prefix cache have no logprob: they are the leading ones, and None.
+    """
+    ids = list(output.generated_ids)
+    logprobs: list[float] = list(output.generated_log_probs)
+    prompt_logprobs: list[float | None] | None = None
+    count = live.echo_tokens
+    if count and index not in live.echoed:
+        live.echoed.add(index)
+        generated = len(ids) - count
+        scored = logprobs[: len(logprobs) - generated]
+        prompt_logprobs = [None] * (count - len(scored)) + list(scored)
+        prompt_logprobs[0] = None
+        ids, logprobs = ids[count:], logprobs[len(scored) :]
     return SequenceDelta(
-        live.request_id,
-        index,
-        list(output.generated_ids),
-        list(output.generated_log_probs),
-        reason,
-        live.prompt_tokens,
+        live.request_id, index, ids, logprobs, reason, live.prompt_tokens, prompt_logprobs
     )
 
 
@@ -272,6 +290,7 @@ class ContinuousBatchingLoop:
             if "min_new_tokens" in fields:
                 fields["min_new_tokens"] = max(0, int(fields["min_new_tokens"]) - len(generated))
             prompt_ids = prompt_ids + generated
+            fields["echo"] = False  # echoed by the pipeline this request started in
         try:
             config = generation_config(self.pipeline, fields)
             if prompt_ids is not None:
@@ -299,6 +318,8 @@ class ContinuousBatchingLoop:
             message=message if message.prompt_ids is not None else None,
         )
         live.generated = list(generated or ())
+        if fields.get("echo") and message.prompt_ids is not None:
+            live.echo_tokens = len(message.prompt_ids)
         self.live[message.request_id] = live
         key = grammar_key(message.config)
         if key is not None and key not in self.compiled:
@@ -402,14 +423,17 @@ class ContinuousBatchingLoop:
                     reason = finish_reason(output.finish_reason)
                     if reason:
                         live.finished.add(index)
+                    delta = _delta(live, index, output, reason)
                     if index == 0:
-                        live.generated.extend(output.generated_ids)
-                    outbox.deltas.append(_delta(live, index, output, reason))
+                        live.generated.extend(delta.token_ids)
+                    outbox.deltas.append(delta)
             if state == status.FINISHED:
                 self.compiled_grammar(request_id)
-                if 0 not in live.finished:
+                if 0 not in live.finished:  # genai gives no reason to an echo-only request
+                    echo_only = live.message and live.message.config.get("max_new_tokens") == 0
+                    reason = "length" if echo_only else "stop"
                     outbox.deltas.append(
-                        SequenceDelta(request_id, 0, [], [], "stop", live.prompt_tokens)
+                        SequenceDelta(request_id, 0, [], [], reason, live.prompt_tokens)
                     )
                 del self.live[request_id]
                 finished += 1

@@ -83,6 +83,9 @@ class SequenceDelta:
     finish_reason: str | None  # "stop", "length", or None while running
     # The prompt's token count; for text prompts (vision models) only known, and set, at the end.
     prompt_tokens: int = 0
+    # With `echo` and logprobs: the prompt tokens' logprobs, on the sequence's first delta (None
+    # for the first token and for tokens the engine took from its prefix cache).
+    prompt_logprobs: list[float | None] | None = None
 
 
 @dataclass(frozen=True)

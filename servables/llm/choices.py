@@ -28,6 +28,7 @@ class ChoiceUpdate:
     logprobs: list[TokenLogprob] | None = None
     finish_reason: str | None = None
     prefix: str = ""  # the echoed prompt, on a choice's first update (completions with echo)
+    prefix_scored: bool = False  # `logprobs` start with the echoed prompt's tokens'
     reasoning: str = ""
     tool_calls: list[ToolCallDelta] = field(default_factory=list)
 
@@ -54,6 +55,7 @@ class Choice:
     prefix: str = ""  # sent once, with the choice's first update
     parser: OutputParser | None = None
     raw_ids: list[int] | None = None  # every generated token, kept for --verbose_response
+    prompt_ids: list[int] | None = None  # echo with logprobs: the prompt tokens to name
     max_calls: int | None = None  # 1 when parallel_tool_calls is false
     calls: int = 0  # tool calls started so far
 
@@ -138,6 +140,13 @@ async def choice_events(
                 choice.prefix = ""
             if delta.prompt_tokens:  # the engine's exact count (vision prompts)
                 stats.prompt_tokens = delta.prompt_tokens
+            if delta.prompt_logprobs is not None and want_logprobs and choice.prompt_ids:
+                pieces = await decodes.run([[t] for t in choice.prompt_ids], False)
+                update.logprobs = [
+                    TokenLogprob(piece, logprob)
+                    for piece, logprob in zip(pieces, delta.prompt_logprobs, strict=False)
+                ]
+                update.prefix_scored = True
             tokens = delta.token_ids
             if tokens:
                 if stats.first_token is None:

@@ -379,6 +379,12 @@ class LLMServable:
             request, len(prompt_ids), self.max_length, self.limits.max_tokens_limit
         )
         config = generation_fields(request.sampling, max_tokens, self.defaults, self.speculation)
+        # echo with logprobs scores the prompt too: the engine echoes it with its logprobs.
+        score_prompt = (
+            request.echo and request.sampling.logprobs and self.kind is PipelineType.LM_CB
+        )
+        if score_prompt:
+            config["echo"] = True
         plan = output_plan(
             request,
             prompt_text,
@@ -420,7 +426,7 @@ class LLMServable:
         )
         skip_special = sampling.skip_special_tokens and not plan.keep_special_tokens
         echo = prompt_text if request.echo else ""
-        if max_tokens == 0:  # echo only (the protocol allows 0 only with echo)
+        if max_tokens == 0 and not score_prompt:  # echo only (allowed only with echo)
             yield GenerationEvent(
                 [ChoiceUpdate(index, "", None, "length", echo) for index in range(sampling.n)],
                 Usage(len(prompt_ids), 0),
@@ -435,9 +441,11 @@ class LLMServable:
         choices = new_choices(
             sampling, decode, texts, echo, plan.make_parser, request.parallel_tool_calls
         )
-        if self.verbose_response:
-            for choice in choices.values():
+        for choice in choices.values():
+            if self.verbose_response:
                 choice.raw_ids = []
+            if score_prompt:
+                choice.prompt_ids = prompt_ids
         if sampling.best_of:  # one beam search: its sequences are the choices
             choice_of_request = {request_id: -1}
         else:

@@ -24,7 +24,8 @@ SSE_DONE = b"data: [DONE]\n\n"
 @dataclass(frozen=True)
 class TokenLogprob:
     token: str
-    logprob: float
+    # None only for echoed prompt tokens nothing predicted (the first; see SequenceDelta)
+    logprob: float | None
 
 
 @dataclass(frozen=True)
@@ -116,8 +117,11 @@ def completion_logprobs(items: Sequence[TokenLogprob], text_offset: int) -> dict
     return {
         "tokens": [item.token for item in items],
         "token_logprobs": [item.logprob for item in items],
-        # The schema wants a list; with only the chosen token's logprob, that is what each holds.
-        "top_logprobs": [{item.token: item.logprob} for item in items],
+        # The schema wants a list; with only the chosen token's logprob, that is what each holds
+        # (null for an echoed first token, as OpenAI's API and vLLM answer).
+        "top_logprobs": [
+            None if item.logprob is None else {item.token: item.logprob} for item in items
+        ],
         "text_offset": offsets,
     }
 
@@ -174,10 +178,12 @@ class ResponseBuilder:
         finish_reason: str | None = None,
         *,
         prefix: str = "",
+        prefix_scored: bool = False,
         reasoning: str = "",
         tool_calls: Sequence[ToolCallDelta] = (),
     ) -> dict[str, Any]:
-        """One chunk of choice `index`; `prefix` (echoed prompt) goes before `text`, unscored.
+        """One chunk of choice `index`; `prefix` (echoed prompt) goes before `text`, and
+        `logprobs` start with its tokens' when `prefix_scored` (echo with logprobs).
 
         Chat deltas may also carry `reasoning_content` (vLLM's and OVMS's name) and
         `tool_calls` fragments.
@@ -197,14 +203,15 @@ class ResponseBuilder:
                 "finish_reason": finish_reason,
             }
         else:
-            offset = self._text_offsets.get(index, 0) + len(prefix)
+            start = self._text_offsets.get(index, 0)
+            scored_from = start if prefix_scored else start + len(prefix)
             choice = {
                 "index": index,
                 "text": prefix + text,
-                "logprobs": completion_logprobs(logprobs, offset) if logprobs else None,
+                "logprobs": completion_logprobs(logprobs, scored_from) if logprobs else None,
                 "finish_reason": finish_reason,
             }
-            self._text_offsets[index] = offset + len(text)
+            self._text_offsets[index] = start + len(prefix) + len(text)
         return self._envelope([choice], chunk=True)
 
     def usage_chunk(self, usage: Usage) -> dict[str, Any]:
@@ -213,8 +220,14 @@ class ResponseBuilder:
         return body
 
     def unary(
-        self, choices: Sequence[Choice], usage: Usage, prompt_text: str = ""
+        self,
+        choices: Sequence[Choice],
+        usage: Usage,
+        prompt_text: str = "",
+        prompt_scored: bool = False,
     ) -> dict[str, Any]:
+        """The whole response; `prompt_text` is the echoed prompt, whose tokens' logprobs start
+        each choice's when `prompt_scored`."""
         bodies: list[dict[str, Any]] = []
         for choice in choices:
             if self.endpoint == "chat":
@@ -242,7 +255,9 @@ class ResponseBuilder:
                     {
                         "index": choice.index,
                         "text": prompt_text + (choice.text or ""),
-                        "logprobs": completion_logprobs(choice.logprobs, len(prompt_text))
+                        "logprobs": completion_logprobs(
+                            choice.logprobs, 0 if prompt_scored else len(prompt_text)
+                        )
                         if choice.logprobs is not None
                         else None,
                         "finish_reason": choice.finish_reason,

@@ -303,6 +303,27 @@ class Golden:
     def completion(self, prompt: str, max_tokens: int) -> Expected:
         return self._generate("completions", prompt, self.encode(prompt, True), max_tokens)
 
+    def prompt_logprobs(self, prompt: str) -> list[float]:
+        """The engine's logprob of each prompt token after the first (genai's echo, scoring
+        the prompt alone: max_new_tokens 0)."""
+        import numpy as np
+
+        config = self.pipeline.get_config()
+        config.max_new_tokens = 0
+        config.echo = True
+        config.logprobs = 1
+        ids = self.encode(prompt, True)
+        tensor = self.ov.Tensor(np.asarray([ids], dtype=np.int64))
+        handle = self.pipeline.add_request(1 << 30, tensor, config)
+        scores: list[float] = []
+        while self.pipeline.has_non_finished_requests():
+            self.pipeline.step()
+            while handle.can_read():
+                for output in handle.read().values():
+                    scores.extend(output.generated_log_probs)
+        assert len(scores) == len(ids), (scores, ids)
+        return scores[1:]  # the first is genai's placeholder: nothing predicts it
+
     def _generate(
         self,
         kind: str,

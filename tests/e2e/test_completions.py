@@ -196,6 +196,35 @@ def test_echo_with_token_id_prompt(client: openai.OpenAI, server: Server, golden
     assert response.choices[0].text == PROMPT + expected.text
 
 
+@pytest.mark.parametrize("max_tokens", [0, 3])
+def test_echo_with_logprobs_scores_the_prompt_as_the_engine_does(
+    client: openai.OpenAI, server: Server, golden: Golden, max_tokens: int
+) -> None:
+    """echo + logprobs is how lm-eval-harness scores text (loglikelihood): every prompt token
+    after the first gets the engine's logprob; the first is null, as in OpenAI's API and vLLM."""
+    prompts = [PROMPT, "The capital of France is Paris"]
+    response = client.completions.create(
+        model=server.model,
+        prompt=prompts,
+        temperature=0,
+        max_tokens=max_tokens,
+        echo=True,
+        logprobs=0,
+    )
+    for choice, prompt in zip(response.choices, prompts, strict=True):
+        logprobs = choice.logprobs
+        assert logprobs is not None and logprobs.token_logprobs is not None
+        assert logprobs.tokens is not None and logprobs.top_logprobs is not None
+        prompt_count = len(golden.encode(prompt, True))
+        assert len(logprobs.tokens) == prompt_count + max_tokens
+        assert "".join(logprobs.tokens[:prompt_count]) == prompt
+        assert logprobs.token_logprobs[0] is None and logprobs.top_logprobs[0] is None
+        expected = golden.prompt_logprobs(prompt)
+        assert logprobs.token_logprobs[1:prompt_count] == pytest.approx(expected, abs=1e-4)
+        assert choice.finish_reason == "length"
+    assert response.usage is not None and response.usage.completion_tokens == 2 * max_tokens
+
+
 def test_echo_logprobs_offsets_point_into_the_echoed_text(
     client: openai.OpenAI, server: Server
 ) -> None:
@@ -216,7 +245,7 @@ def test_echo_logprobs_offsets_point_into_the_echoed_text(
     assert unary.logprobs.tokens is not None
     for token, offset in zip(unary.logprobs.tokens, unary.logprobs.text_offset, strict=True):
         assert unary.text[offset : offset + len(token)] == token
-    assert unary.logprobs.text_offset[0] == len(PROMPT)
+    assert unary.logprobs.text_offset[0] == 0  # the prompt's tokens are scored too
     streamed = [
         offset
         for chunk in chunks
