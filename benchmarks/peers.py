@@ -97,6 +97,7 @@ def build_llama_server() -> Path:
         (source,) = work.glob("llama_cpp_python-*/vendor/llama.cpp")
         build = source / "build"
         options = ["-DLLAMA_CURL=OFF", "-DGGML_NATIVE=ON", "-DCMAKE_BUILD_TYPE=Release"]
+        options += ["-DBUILD_SHARED_LIBS=OFF"]  # one binary, kept after the sources go
         options += ["-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF"]
         subprocess.run(["cmake", "-S", str(source), "-B", str(build), *options], check=True)
         jobs = str(os.cpu_count() or 2)
@@ -173,7 +174,9 @@ class LlamaServer:
 async def drive(url: str, concurrency: int, num_prompts: int, max_tokens: int) -> LevelMetrics:
     """One level against one server: serving.py's closed loop of streaming chats."""
     timeout = aiohttp.ClientTimeout(total=600)
-    connector = aiohttp.TCPConnector(limit=0)
+    # A connection per request: llama-server (cpp-httplib) drops idle keep-alive connections,
+    # which aiohttp would otherwise reuse and fail on; both sides pay the same local connect.
+    connector = aiohttp.TCPConnector(limit=0, force_close=True)
     async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
 
         async def one(index: int) -> Any:

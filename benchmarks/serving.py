@@ -790,6 +790,8 @@ class LevelSummary:
     # CPU share other processes on the machine took (noise indicator), server / engine runs
     server_others_pct: float | None
     engine_others_pct: float | None
+    # the server frontend's CPU (its own process, not the engine worker) per completed request
+    frontend_ms_per_request: float | None = None
 
 
 @dataclass
@@ -851,7 +853,20 @@ def summarize_level(
         idle_probe=idle_probe,
         server_others_pct=_others([r.server_cpu for r in rounds]),
         engine_others_pct=_others([r.engine_cpu for r in rounds]),
+        frontend_ms_per_request=_frontend_per_request(rounds),
     )
+
+
+def _frontend_per_request(rounds: Sequence[RoundReport]) -> float | None:
+    costs = [
+        1e3 * r.server_cpu.frontend_s / r.server.completed
+        for r in rounds
+        if r.server is not None
+        and r.server.completed
+        and r.server_cpu is not None
+        and r.server_cpu.frontend_s is not None
+    ]
+    return _median(costs) if costs else None
 
 
 def _mark(ok: bool) -> str:
@@ -915,9 +930,18 @@ def print_summary(levels: Sequence[LevelReport], target_level: int, rounds: int)
             continue
         first, later = level.summary.server_ttft_waves_ms
         engine_first, engine_later = level.summary.engine_ttft_waves_ms or (None, None)
+        later_target = ""
+        if engine_later and level.concurrency > 1:
+            factor = later / engine_later
+            verdict = factor <= TARGET_TTFT_FACTOR
+            key = f"later_ttft_p50_factor_at_{level.concurrency}"
+            verdicts[key] = {"value": factor, "pass": verdict}
+            later_target = f" x{factor:.2f}<={TARGET_TTFT_FACTOR} {_mark(verdict)}"
+        frontend = _fmt(level.summary.frontend_ms_per_request, ".1f", " ms")
         print(
             f"{level.concurrency:>4}  first wave {first:.1f} / {_fmt(engine_first, '.1f')} ms"
-            f"  |  later {later:.1f} / {_fmt(engine_later, '.1f')} ms"
+            f"  |  later {later:.1f} / {_fmt(engine_later, '.1f')} ms{later_target}"
+            f"  |  frontend CPU per request {frontend}"
         )
     print("-" * width)
     interval_ms = PROBE_INTERVAL * 1e3
