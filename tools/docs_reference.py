@@ -43,7 +43,7 @@ METRIC_TYPES = {
     "Histogram": "histogram",
     "HistogramMetricFamily": "histogram",
 }
-NODE_EXAMPLE = re.compile(r"node\s*\{")
+NODE_EXAMPLE = re.compile(r"node\s*:?\s*\{")
 PORT_LINE = re.compile(
     r"\b(input_stream|output_stream|input_side_packet|output_side_packet)\s*:\s*\"([^\"]+)\""
 )
@@ -81,8 +81,24 @@ def _own_doc(obj: object) -> str:
     return inspect.cleandoc(doc) if isinstance(doc, str) and doc.strip() else ""
 
 
+def _indented_blocks(doc: str) -> list[str]:
+    """The indented paragraphs of a docstring: its code blocks, reST style."""
+    blocks, current = [], []
+    for line in [*doc.splitlines(), ""]:
+        if line.startswith("    "):
+            current.append(line)
+        elif current:
+            blocks.append(inspect.cleandoc("\n" + "\n".join(current)))
+            current = []
+    return blocks
+
+
 def node_example(doc: str) -> str | None:
-    """The first `node { ... }` block of a docstring, braces balanced, dedented."""
+    """The docstring's graph example: its first indented block that names a calculator, else
+    the first `node { ... }` written inline (braces balanced)."""
+    for block in _indented_blocks(doc):
+        if "calculator:" in block:
+            return block
     match = NODE_EXAMPLE.search(doc)
     if match is None:
         return None
@@ -93,13 +109,16 @@ def node_example(doc: str) -> str | None:
         elif doc[end] == "}":
             depth -= 1
             if depth == 0:
-                line_start = doc.rfind("\n", 0, match.start()) + 1
-                indent = doc[line_start : match.start()]
-                text = doc[match.start() : end + 1]
-                if indent.isspace():
-                    text = indent + text
-                return inspect.cleandoc("\n" + text) if "\n" in text else text.strip()
+                return doc[match.start() : end + 1].strip()
     return None
+
+
+def without_example(doc: str, example: str | None) -> str:
+    """The docstring with its example block taken out (the page shows the example by itself)."""
+    if example is None:
+        return doc
+    kept = [b for b in doc.split("\n\n") if inspect.cleandoc("\n" + b) != example]
+    return "\n\n".join(kept).strip()
 
 
 def _type_name(payload_type: object) -> str:
@@ -156,6 +175,7 @@ def calculators() -> list[CalculatorDoc]:
         module = sys.modules[calculator.__module__]
         description = _own_doc(calculator) or _own_doc(module)
         example = node_example(_own_doc(calculator)) or node_example(_own_doc(module))
+        shown = without_example(description, example)
         declared = tuple(
             (
                 port.collection.replace("_", " ").rstrip("s"),
@@ -164,13 +184,16 @@ def calculators() -> list[CalculatorDoc]:
             )
             for port in calculator._ports
         )
-        example_ports = tuple(PORT_LINE.findall(example or ""))
+        # The node's own ports: the example may start with the graph's input and output streams.
+        node_start = NODE_EXAMPLE.search(example or "")
+        node_text = (example or "")[node_start.start() if node_start else 0 :]
+        example_ports = tuple(PORT_LINE.findall(node_text))
         options_type = calculator.options_type
         found.append(
             CalculatorDoc(
                 name=entry_point.name,
                 module=calculator.__module__,
-                description=description,
+                description=shown or description,
                 example=example,
                 declared_ports=declared,
                 example_ports=example_ports,

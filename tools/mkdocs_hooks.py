@@ -73,8 +73,8 @@ def calculators_page() -> str:
                 default = f"`{option.default}`" if option.default else ""
                 lines.append(f"| `{option.name}` | `{kind}` | {default} |")
             lines.append("")
-        if calc.example and not calc.example.strip().startswith(calc.description.strip()[:20]):
-            lines += ["Example:", "", "```", calc.example, "```", ""]
+        if calc.example:
+            lines += ["Example (from the docstring):", "", "```text", calc.example, "```", ""]
     return "\n".join(lines)
 
 
