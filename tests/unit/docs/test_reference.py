@@ -1,10 +1,12 @@
 """Every built-in calculator, `graphrt` flag and metric has a description, so the generated
-reference pages (tools/docs_reference.py) never show an empty entry."""
+reference pages (tools/docs_reference.py) never show an empty entry; and the hand-written tables
+name no flag or metric that no longer exists."""
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -86,3 +88,21 @@ def test_every_metric_the_server_renders_is_listed(reference: ModuleType) -> Non
     shown = {line.split()[2] for line in rendered.splitlines() if line.startswith("# HELP ")}
     listed = {m.name.removesuffix("_total") for m in reference.metrics()}
     assert {name.removesuffix("_total") for name in shown} <= listed
+
+
+def _section(page: str, heading: str) -> str:
+    text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+    assert f"\n## {heading}\n" in text, f"{page} has no '## {heading}' section"
+    return text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_operations_tables_name_only_real_flags_and_metrics(reference: ModuleType) -> None:
+    """The hand-written tables in docs/operations.md explain flags and metrics together; each
+    name they use must still exist (the generated reference lists them all)."""
+    flags = set(re.findall(r"`(--[a-z_-]+)", _section("operations.md", "Flags")))
+    known_flags = {name for flag in reference.flags() for name in flag.flags.split(", ")}
+    assert flags and not flags - known_flags, f"unknown flags: {sorted(flags - known_flags)}"
+    metrics = set(re.findall(r"`((?:ovms|graphrt)_[a-z_]+)`", _section("operations.md", "Metrics")))
+    known_metrics = {m.name for m in reference.metrics()}
+    unknown = metrics - known_metrics
+    assert metrics and not unknown, f"unknown metrics: {sorted(unknown)}"
