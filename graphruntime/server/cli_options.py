@@ -142,17 +142,37 @@ def add_media_arguments(parser: argparse.ArgumentParser) -> None:
         "--resolution",
         help="image_generation: static size(s) the models are compiled for, 'WxH [WxH ...]'",
     )
-    group.add_argument("--max_resolution", type=_size("max_resolution"))
-    group.add_argument("--default_resolution", type=_size("default_resolution"))
+    group.add_argument(
+        "--max_resolution",
+        type=_size("max_resolution"),
+        help="image_generation: largest WxH a request may ask for",
+    )
+    group.add_argument(
+        "--default_resolution",
+        type=_size("default_resolution"),
+        help="image_generation: WxH when a request gives none",
+    )
     group.add_argument(
         "--num_images_per_prompt", type=_positive, help="image_generation: static batch"
     )
     group.add_argument(
         "--guidance_scale", type=float, help="image_generation: static guidance scale"
     )
-    group.add_argument("--max_num_images_per_prompt", type=_positive)
-    group.add_argument("--default_num_inference_steps", type=_positive)
-    group.add_argument("--max_num_inference_steps", type=_positive)
+    group.add_argument(
+        "--max_num_images_per_prompt",
+        type=_positive,
+        help="image_generation: most images a request may ask for",
+    )
+    group.add_argument(
+        "--default_num_inference_steps",
+        type=_positive,
+        help="image_generation: denoising steps when a request gives none",
+    )
+    group.add_argument(
+        "--max_num_inference_steps",
+        type=_positive,
+        help="image_generation: most denoising steps a request may ask for",
+    )
     group.add_argument(
         "--source_loras",
         help="image_generation: LoRA adapters, 'alias=file.safetensors[:alpha],...' and "

@@ -107,14 +107,18 @@ def run_export(args: argparse.Namespace) -> int:
 def add_export_arguments(export: argparse.ArgumentParser) -> None:
     """export_model.py's tasks and their flags."""
     export.add_argument(
-        "task", choices=["text_generation", "embeddings_ov", "rerank_ov", *MEDIA_TASKS]
+        "task",
+        choices=["text_generation", "embeddings_ov", "rerank_ov", *MEDIA_TASKS],
+        help="what the model is for: the graph written next to it",
     )
     export.add_argument(
         "--source_model",
         required=True,
         help=".gguf file, OpenVINO IR directory, or Hugging Face model",
     )
-    export.add_argument("--model_repository_path", default="models")
+    export.add_argument(
+        "--model_repository_path", default="models", help="where the model directory is written"
+    )
     export.add_argument("--config_file_path", help="config.json to add the model to")
     export.add_argument("--model_name", help="default: the source file or directory name")
     export.add_argument(
@@ -124,16 +128,41 @@ def add_export_arguments(export: argparse.ArgumentParser) -> None:
         choices=["fp32", "fp16", "int8", "int4"],
         help="for Hugging Face sources",
     )
-    export.add_argument("--target_device", default="CPU")
-    export.add_argument("--max_num_seqs", type=int, default=256)
-    export.add_argument("--cache_size", type=int, default=0)
-    export.add_argument("--enable_prefix_caching", type=parse_bool, default=True)
-    export.add_argument("--disable_dynamic_split_fuse", action="store_true")
-    export.add_argument("--max_num_batched_tokens", type=int)
-    export.add_argument("--pipeline_type", choices=["LM", "LM_CB", "VLM", "VLM_CB", "AUTO"])
-    export.add_argument("--kv_cache_precision", choices=["u8", "u4", "f16", "bf16", "f32"])
+    export.add_argument(
+        "--target_device", default="CPU", help="OpenVINO device written into graph.pbtxt"
+    )
+    export.add_argument("--max_num_seqs", type=int, default=256, help="sequences batched at once")
+    export.add_argument(
+        "--cache_size", type=int, default=0, help="KV cache in GB; 0 grows it on demand"
+    )
+    export.add_argument(
+        "--enable_prefix_caching",
+        type=parse_bool,
+        default=True,
+        help="reuse KV cache of shared prompt prefixes",
+    )
+    export.add_argument(
+        "--disable_dynamic_split_fuse",
+        action="store_true",
+        help="do not split long prompts over steps",
+    )
+    export.add_argument("--max_num_batched_tokens", type=int, help="tokens per engine step")
+    export.add_argument(
+        "--pipeline_type",
+        choices=["LM", "LM_CB", "VLM", "VLM_CB", "AUTO"],
+        help="AUTO infers it from the device and files",
+    )
+    export.add_argument(
+        "--kv_cache_precision",
+        choices=["u8", "u4", "f16", "bf16", "f32"],
+        help="KV cache element type",
+    )
     export.add_argument("--plugin_config", help="JSON object of OpenVINO properties")
-    export.add_argument("--overwrite_models", action="store_true")
+    export.add_argument(
+        "--overwrite_models",
+        action="store_true",
+        help="replace a model directory that already exists",
+    )
     add_encoder_arguments(export)
     add_media_arguments(export)
     export.add_argument(

@@ -126,15 +126,20 @@ def add_graph_arguments(graph: argparse.ArgumentParser) -> None:
     validate = graph_commands.add_parser(
         "validate", help="check graph files; prints FILE:LINE: message per problem"
     )
-    validate.add_argument("files", nargs="+", metavar="FILE")
+    validate.add_argument("files", nargs="+", metavar="FILE", help="graph.pbtxt files to check")
     validate.add_argument(
         "--parse-only", action="store_true", help="check only the text and schema"
     )
     add_user_code_arguments(validate)
     add_subgraph_path_argument(validate)
     show = graph_commands.add_parser("show", help="draw a graph's nodes, streams and back edges")
-    show.add_argument("file", metavar="FILE")
-    show.add_argument("--format", choices=sorted(SHOW_FORMATS), default="text")
+    show.add_argument("file", metavar="FILE", help="the graph.pbtxt file")
+    show.add_argument(
+        "--format",
+        choices=sorted(SHOW_FORMATS),
+        default="text",
+        help="text, or a picture (svg needs Graphviz's dot)",
+    )
     show.add_argument("-o", "--output", help="write to this file instead of stdout")
     show.add_argument(
         "--subgraphs",
@@ -148,14 +153,14 @@ def add_graph_arguments(graph: argparse.ArgumentParser) -> None:
         "expand",
         help="print the graph with its subgraphs expanded, in MediaPipe's order and names",
     )
-    expand.add_argument("file", metavar="FILE")
+    expand.add_argument("file", metavar="FILE", help="the graph.pbtxt file")
     expand.add_argument("-o", "--output", help="write to this file instead of stdout")
     add_subgraph_path_argument(expand)
     add_user_code_arguments(expand)
     profile = graph_commands.add_parser(
         "profile", help="run a graph on sample input and print per-node timings"
     )
-    profile.add_argument("file", metavar="GRAPH")
+    profile.add_argument("file", metavar="GRAPH", help="the graph.pbtxt file to run")
     profile.add_argument(
         "--input",
         action="append",

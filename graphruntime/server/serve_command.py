@@ -40,7 +40,9 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         help="address to listen on; 127.0.0.1 by default (OVMS uses 0.0.0.0): pass 0.0.0.0 to "
         "accept connections from other machines",
     )
-    serve.add_argument("--grpc_bind_address", default="127.0.0.1")
+    serve.add_argument(
+        "--grpc_bind_address", default="127.0.0.1", help="KServe gRPC listen address"
+    )
     serve.add_argument("--config_path", help="OVMS config.json with mediapipe_config_list")
     serve.add_argument(
         "--model_path", help="model directory (with or without graph.pbtxt) or .gguf"
@@ -51,16 +53,33 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         choices=TASKS,
         help="graph to generate for --model_path (default: inferred from the model's files)",
     )
-    serve.add_argument("--target_device", default="CPU")
+    serve.add_argument("--target_device", default="CPU", help="OpenVINO device")
     serve.add_argument(
         "--cache_size", type=int, default=0, help="KV cache in GB; 0 = grow on demand"
     )
-    serve.add_argument("--max_num_seqs", type=int, default=256)
-    serve.add_argument("--max_num_batched_tokens", type=int)
-    serve.add_argument("--enable_prefix_caching", type=parse_bool, default=True)
-    serve.add_argument("--dynamic_split_fuse", type=parse_bool, default=True)
-    serve.add_argument("--pipeline_type", choices=["LM", "LM_CB", "VLM", "VLM_CB", "AUTO"])
-    serve.add_argument("--kv_cache_precision", choices=["u8", "u4", "f16", "bf16", "f32"])
+    serve.add_argument("--max_num_seqs", type=int, default=256, help="sequences batched at once")
+    serve.add_argument(
+        "--max_num_batched_tokens", type=int, help="tokens per engine step (engine default 256)"
+    )
+    serve.add_argument(
+        "--enable_prefix_caching",
+        type=parse_bool,
+        default=True,
+        help="reuse KV cache of shared prompt prefixes",
+    )
+    serve.add_argument(
+        "--dynamic_split_fuse", type=parse_bool, default=True, help="split long prompts over steps"
+    )
+    serve.add_argument(
+        "--pipeline_type",
+        choices=["LM", "LM_CB", "VLM", "VLM_CB", "AUTO"],
+        help="AUTO infers it from the device and files",
+    )
+    serve.add_argument(
+        "--kv_cache_precision",
+        choices=["u8", "u4", "f16", "bf16", "f32"],
+        help="KV cache element type (engine default u8)",
+    )
     serve.add_argument("--plugin_config", help="JSON object of OpenVINO properties")
     serve.add_argument("--draft_source_model", help="draft model path for speculative decoding")
     serve.add_argument(
@@ -117,13 +136,21 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--api_key_file", help="file whose first line is the API key (else $API_KEY)"
     )
-    serve.add_argument("--metrics_enable", action="store_true")
-    serve.add_argument("--metrics_list", default="")
-    serve.add_argument("--allowed_origins", default="*")
-    serve.add_argument("--allowed_methods", default="*")
-    serve.add_argument("--allowed_headers", default="*")
-    serve.add_argument("--allow_credentials", type=parse_bool, default=False)
-    serve.add_argument("--allowed_local_media_path")
+    serve.add_argument(
+        "--metrics_enable", action="store_true", help="serve GET /metrics (Prometheus)"
+    )
+    serve.add_argument(
+        "--metrics_list", default="", help="comma-separated OVMS metrics to show (default: all)"
+    )
+    serve.add_argument("--allowed_origins", default="*", help="CORS: allowed origins")
+    serve.add_argument("--allowed_methods", default="*", help="CORS: allowed methods")
+    serve.add_argument("--allowed_headers", default="*", help="CORS: allowed headers")
+    serve.add_argument(
+        "--allow_credentials", type=parse_bool, default=False, help="CORS: allow credentials"
+    )
+    serve.add_argument(
+        "--allowed_local_media_path", help="folder request images may be read from (default: none)"
+    )
     serve.add_argument(
         "--allowed_media_domains", help="comma-separated hosts image URLs may use; 'all': any"
     )
@@ -175,6 +202,7 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         "--log_level",
         choices=["TRACE", "DEBUG", "INFO", "WARNING", "ERROR"],
         default=argparse.SUPPRESS,
+        help="log level (also accepted before the subcommand; default INFO)",
     )
     serve.add_argument(
         "--graph_stats",

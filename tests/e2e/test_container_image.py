@@ -512,7 +512,7 @@ def test_healthcheck_command_reports_readiness(default_container: Container, ima
     assert f"127.0.0.1:{closed}/v2/health/ready" in result.stdout + result.stderr
 
 
-# The README's documented mount point, and the one OVMS's own docker run lines use.
+# The documented mount point (docs/deployment.md), and the one OVMS's own docker run lines use.
 @pytest.mark.parametrize("mount", ["/models", "/workspace"])
 def test_docker_run_line_with_a_mounted_config(
     buildah: Buildah,
@@ -522,7 +522,7 @@ def test_docker_run_line_with_a_mounted_config(
     tmp_path_factory: pytest.TempPathFactory,
     mount: str,
 ) -> None:
-    """The README's lines: -v $(pwd)/models:MOUNT:ro IMAGE --rest_port N --config_path
+    """docs/deployment.md's lines: -v $(pwd)/models:MOUNT:ro IMAGE --rest_port N --config_path
     MOUNT/config.json."""
     work = tmp_path_factory.mktemp("models_mount")
     exported = run_graphrt(

@@ -312,6 +312,6 @@ def test_the_page_in_a_browser_shows_the_graph_and_counts_a_request(
     assert "Node config" in details.inner_text()
     assert 'calculator: "HttpLLMCalculator"' in details.inner_text()
     screenshot = os.environ.get("GRAPHRT_SCREENSHOT")
-    if screenshot:  # the README's picture: GRAPHRT_SCREENSHOT=docs/graph-page.png
+    if screenshot:  # docs/operations.md's picture: GRAPHRT_SCREENSHOT=docs/graph-page.png
         page.wait_for_timeout(1500)
         page.screenshot(path=screenshot)

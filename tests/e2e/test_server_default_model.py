@@ -151,8 +151,9 @@ def test_debug_log_has_a_line_per_request(default_server: ExactServer) -> None:
 
 
 def test_busy_engine_logs_its_usage(default_server: ExactServer) -> None:
-    """The usage line comes at most every 5 s while the engine is busy (README, "Metrics"), so
-    the stream asks for more tokens than 5 s produce and is dropped once the line is there."""
+    """The usage line comes at most every 5 s while the engine is busy (docs/operations.md,
+    "Metrics"), so the stream asks for more tokens than 5 s produce and is dropped once the line
+    is there."""
     body = {
         "model": DEFAULT_NAME,
         "messages": [{"role": "user", "content": "Tell me a long story about a dragon."}],
