@@ -67,14 +67,10 @@ class BatchCollector(Collector):
         for model in self._models():
             stats = model.batch_stats
             key = [model.name, str(model.version)]
-            batches.add_metric(key, stats.batches)
-            calls.add_metric(key, stats.requests)
-            rows.add_metric(key, stats.rows)
+            batches.add_metric(key, stats.all_batches)
+            calls.add_metric(key, stats.all_requests)
+            rows.add_metric(key, stats.all_rows)
             retried.add_metric(key, stats.failed_batches)
-            for family, histogram in (
-                (size, stats.batch_rows),
-                (requests, stats.batch_requests),
-                (queued, stats.queue_seconds),
-            ):
+            for family, histogram in zip((size, requests, queued), stats.histograms(), strict=True):
                 family.add_metric(key, histogram_buckets(histogram), histogram.total)
         yield from (batches, calls, rows, retried, size, requests, queued)

@@ -83,8 +83,10 @@ async def test_a_lone_call_runs_at_once_without_the_queue_delay() -> None:
     result = await asyncio.wait_for(subject.submit({"x": x}, ["y"]), GUARD)
     np.testing.assert_array_equal(result["y"], expected(x))
     assert fake.batches == [1]
-    assert subject.stats.batches == 1
-    assert subject.stats.queue_seconds.total == 0.0
+    assert subject.stats.lone_rows == {1: 1} and subject.stats.batches == 0
+    rows_per_batch, calls_per_batch, queued = subject.stats.histograms()
+    assert (rows_per_batch.count, rows_per_batch.total, calls_per_batch.total) == (1, 1, 1)
+    assert queued.total == 0.0
 
 
 async def test_calls_queued_while_the_model_is_busy_run_as_one_batch_with_their_own_rows() -> None:
@@ -100,9 +102,11 @@ async def test_calls_queued_while_the_model_is_busy_run_as_one_batch_with_their_
     for x, result in zip(inputs, results[1:], strict=True):
         assert list(result) == ["y"]
         np.testing.assert_array_equal(result["y"], expected(x))
-    assert subject.stats.batch_rows.count == 2
-    assert subject.stats.rows == 8
-    assert subject.stats.batch_requests.total == 6
+    rows_per_batch, calls_per_batch, _ = subject.stats.histograms()
+    assert rows_per_batch.count == subject.stats.all_batches == 2
+    assert rows_per_batch.total == subject.stats.all_rows == 8
+    assert calls_per_batch.total == subject.stats.all_requests == 6
+    assert calls_per_batch.counts[0] == 1  # the lone first call; the other batch held five
 
 
 async def test_max_batch_size_caps_the_rows_of_a_batch() -> None:

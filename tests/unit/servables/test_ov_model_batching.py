@@ -69,10 +69,11 @@ async def test_concurrent_calls_are_batched_and_bit_identical_to_single_calls(
             assert got[name].tobytes() == want[name].tobytes()
             assert got[name].shape == want[name].shape
     stats = batched.batch_stats
-    assert stats.requests == len(inputs)
-    assert stats.batches < len(inputs)  # some calls shared an inference
-    assert stats.batch_rows.total == sum(x.shape[0] for x in inputs)
-    assert stats.batch_rows.counts[-1] == stats.batches  # none over max_batch_size (8)
+    assert stats.all_requests == len(inputs)
+    assert stats.all_batches < len(inputs)  # some calls shared an inference
+    rows_per_batch, _, _ = stats.histograms()
+    assert rows_per_batch.total == sum(x.shape[0] for x in inputs)
+    assert rows_per_batch.counts[3] == stats.all_batches  # none over max_batch_size (8)
 
 
 async def test_a_bad_call_fails_alone_before_it_is_queued(
