@@ -84,6 +84,7 @@ class Result:
     p50_ms: float
     p99_ms: float
     server_cpu_us: float | None = None  # the server process's CPU time per request
+    mean_batch_calls: float | None = None  # --dynamic-batching: calls per batched inference
 
     @property
     def rps(self) -> float:
@@ -248,6 +249,7 @@ class Server:
                 str(self.grpc_port),
                 "--log_level",
                 "WARNING",
+                *(["--metrics_enable"] if batching is not None else []),
             ]
         )
         wait_ready(self.rest_port, self.process, "graphrt serve")
@@ -444,21 +446,44 @@ def direct_batch_ms(model_xml: Path, rows: int, runs: int = 50) -> float:
 
 
 def measure_batching(
-    server: Server, levels: Sequence[int], requests: int, into: list[Result]
+    server: Server, bare: Server, levels: Sequence[int], requests: int, into: list[Result]
 ) -> None:
-    """Per-call and batched, interleaved: each level and transport runs both back to back."""
+    """Per-call, batched and the bare transport, interleaved: each level and transport runs
+    the three back to back."""
     for level in levels:
-        for run, path, port in (
-            (run_grpc, "gRPC", server.grpc_port),
-            (run_rest, "REST", server.rest_port),
-        ):
-            for model, label in ((MODEL, "per-call"), (BATCHED, "batched")):
-                before = cpu_seconds(server.process.pid)
+        for run, path in ((run_grpc, "gRPC"), (run_rest, "REST")):
+            for target, model, label in (
+                (server, MODEL, "per-call"),
+                (server, BATCHED, "batched"),
+                (bare, MODEL, "limit"),
+            ):
+                port = target.grpc_port if path == "gRPC" else target.rest_port
+                counted = batch_counts(server) if label == "batched" else (0.0, 0.0)
+                before = cpu_seconds(target.process.pid)
                 found = asyncio.run(run(f"127.0.0.1:{port}", level, requests, model))
-                cpu = cpu_seconds(server.process.pid) - before
+                cpu = cpu_seconds(target.process.pid) - before
                 found.server_cpu_us = cpu / (requests + 50) * 1e6
                 found.path = f"{path} {label}"
+                if label == "batched":
+                    batches, calls = (
+                        a - b for a, b in zip(batch_counts(server), counted, strict=True)
+                    )
+                    found.mean_batch_calls = calls / batches if batches else None
                 into.append(found)
+
+
+def batch_counts(server: Server) -> tuple[float, float]:
+    """(batches, calls) of the batched model so far, from /metrics."""
+    url = f"http://127.0.0.1:{server.rest_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    labels = f'{{name="{BATCHED}",version="1"}}'
+    values = {}
+    for line in text.splitlines():
+        for metric in ("graphrt_dynamic_batches_total", "graphrt_dynamic_batch_calls_total"):
+            if line.startswith(metric + labels):
+                values[metric] = float(line.split()[-1])
+    return values["graphrt_dynamic_batches_total"], values["graphrt_dynamic_batch_calls_total"]
 
 
 def batching_table(
@@ -475,7 +500,7 @@ def batching_table(
     print("{s:{c}^80}".format(s=title, c="="))
     print(
         f"{'path':<17} {'conc':>4} {'calls/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-        f"{'x per-call':>10} {'server CPU/call':>16}"
+        f"{'x per-call':>10} {'server CPU/call':>16} {'calls/batch':>12}"
     )
 
     def median(path: str, level: int, key: str) -> float | None:
@@ -487,16 +512,18 @@ def batching_table(
         single = f"{transport} per-call"
         batched = f"{transport} batched"
         for level in levels:
-            for path in (single, batched):
+            for path in (single, batched, f"{transport} limit"):
                 rps = median(path, level, "rps")
                 if rps is None:
                     continue
                 ratio = share(results, path, single, level)
                 cpu = median(path, level, "server_cpu_us")
+                mean = median(path, level, "mean_batch_calls")
                 print(
                     f"{path:<17} {level:>4} {rps:>9.0f} {median(path, level, 'p50_ms'):>8.3f} "
                     f"{median(path, level, 'p99_ms'):>8.3f} {ratio or float('nan'):>10.2f} "
-                    f"{(f'{cpu:.0f} us' if cpu is not None else ''):>16}"
+                    f"{(f'{cpu:.0f} us' if cpu is not None else ''):>16} "
+                    f"{(f'{mean:.1f}' if mean is not None else ''):>12}"
                 )
         top = max(levels)
         speedup = share(results, batched, single, top)
@@ -525,8 +552,10 @@ def batching_table(
             ok = value <= 1 + BATCHING_ONE_CLIENT_TOLERANCE
             verdicts[f"{transport}_batched_p50_at_1_vs_per_call"] = {"value": value, "pass": ok}
     print(
-        f"x per-call: calls/s over per-call's at the same level, same round. One full-batch "
-        f"inference (openvino alone): {batch_ms:.3f} ms; queue delay {delay_ms:.3f} ms"
+        "x per-call: calls/s over per-call's at the same level, same round; limit: the bare "
+        "transport (a do-nothing servicer, see --bare-server), what no model can exceed.\n"
+        f"One full-batch inference (openvino alone): {batch_ms:.3f} ms; queue delay "
+        f"{delay_ms:.3f} ms"
     )
     for name, verdict in verdicts.items():
         extra = f" (bound {verdict['bound']:.3f})" if "bound" in verdict else ""
@@ -600,12 +629,14 @@ def compare_batching(args: argparse.Namespace) -> int:
         repository = Path(tmp)
         save_model(repository / MODEL / "1", args.hidden)
         batch_ms = direct_batch_ms(repository / MODEL / "1" / "model.xml", args.max_batch_size)
+        bare = BareServer()
         server = Server(repository, args.nireq, batching)
         try:
             for _ in range(args.rounds):
-                measure_batching(server, args.concurrency, args.requests, results)
+                measure_batching(server, bare, args.concurrency, args.requests, results)
         finally:
             server.stop()
+            bare.stop()
     print(f"load: {' '.join(Path('/proc/loadavg').read_text().split()[:3])} (1/5/15 min)")
     print(
         f"model: MLP {INPUT_SIZE} -> {args.hidden} -> {OUTPUTS}, nireq {args.nireq}; "
