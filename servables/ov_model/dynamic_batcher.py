@@ -12,10 +12,13 @@ those can be stacked), up to `max_batch_size` rows. The batch runs when
 - its oldest call has waited `max_queue_delay_microseconds`,
 
 and fewer than `max_concurrent_batches` batches are running. A call that arrives to an empty
-queue while a batch slot is free runs at once, in the caller's task, as a batch of one: a lone
-caller never pays the queue delay (nor a task switch), and under load calls queue only while
-the model is busy, so the batch size follows the load. Calls of other signatures stay in the
-queue, in order, and form their own batches.
+queue while a batch slot is free runs at once, in the caller's task, as a batch of one, unless
+the last batch had company: a lone caller never pays the queue delay (nor a task switch), while
+under load the first call after a batch waits up to the delay for the calls that are surely
+coming (else batches would alternate between one call run at once and the rest queued behind
+it, halving the mean batch). Once a batch of one runs, the next idle call runs at once again:
+one wait at most when the load drops. Calls of other signatures stay in the queue, in order,
+and form their own batches.
 
 A batch runs in a task of its own, so a caller that is cancelled (a client gone) only loses its
 place: a queued call is dropped when a batch is formed, a running one's rows are computed and
@@ -142,6 +145,9 @@ class DynamicBatcher:
         self._running = 0
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        # Whether the last batch had more than one call: then a call that finds the model idle
+        # still queues, for up to the queue delay, since company is likely (module docstring).
+        self._company = False
 
     @property
     def queued(self) -> int:
@@ -149,7 +155,11 @@ class DynamicBatcher:
 
     async def submit(self, inputs: Arrays, wanted: list[str]) -> dict[str, np.ndarray[Any, Any]]:
         """The call's wanted outputs, computed in a batch with whatever calls it can join."""
-        if not self._queue and self._running < self.config.max_concurrent_batches:
+        if (
+            not self._queue
+            and self._running < self.config.max_concurrent_batches
+            and not self._company
+        ):
             # The idle path: nothing queued and a slot free, so no reason to wait (and no
             # signature needed). Kept lean: a lone caller's latency is what it costs.
             self._running += 1
@@ -157,6 +167,7 @@ class DynamicBatcher:
                 return await self._run(inputs, wanted)
             finally:
                 self._running -= 1
+                self._company = False
                 first = next(iter(inputs.values()), None)
                 rows = first.shape[0] if first is not None and first.ndim else 1
                 lone = self.stats.lone_rows
@@ -241,6 +252,7 @@ class DynamicBatcher:
         loop = asyncio.get_running_loop()
         started = loop.time()
         rows = sum(call.rows for call in batch)
+        self._company = len(batch) > 1
         try:
             waited = max(started - call.queued_at for call in batch)
             self._count(rows, len(batch), waited)

@@ -71,7 +71,7 @@ async def hold_busy(fake: FakeModel, subject: DynamicBatcher) -> asyncio.Task[An
 
 async def queue(subject: DynamicBatcher, *arrays: np.ndarray[Any, Any]) -> list[asyncio.Task[Any]]:
     tasks = [asyncio.create_task(subject.submit({"x": a}, ["y"])) for a in arrays]
-    while subject.queued < len(arrays):
+    while subject.queued < len(arrays) and not all(t.done() for t in tasks):
         await asyncio.sleep(0)
     return tasks
 
@@ -261,3 +261,21 @@ def test_config_defaults() -> None:
         "x",
     )
     assert parsed == DynamicBatchingConfig(8, (4, 8), 5, 1)
+
+
+async def test_after_a_batch_with_company_an_idle_call_waits_for_company() -> None:
+    fake = FakeModel()
+    subject = batcher(fake, max_batch_size=2, max_queue_delay_microseconds=HOUR_US)
+    first = await hold_busy(fake, subject)
+    tasks = await queue(subject, rows(1, 1), rows(1, 2))
+    assert fake.gate is not None
+    fake.gate.set()
+    await asyncio.wait_for(asyncio.gather(first, *tasks), GUARD)
+    assert fake.batches == [1, 2]
+    # The model is idle, but the last batch had company: the next call queues for the delay...
+    lonely = await queue(subject, rows(1, 3))
+    assert not lonely[0].done()
+    # ...and runs with the company that comes.
+    company = await queue(subject, rows(1, 4))
+    await asyncio.wait_for(asyncio.gather(*lonely, *company), GUARD)
+    assert fake.batches == [1, 2, 2]
