@@ -31,7 +31,7 @@ part of what the ratios measure (as it would be for a sidecar client).
     python benchmarks/kserve.py [--concurrency 1 16] [--requests 2000] [--nireq 4]
         [--hidden 256] [--rounds 1] [--json F]
         [--dynamic-batching [--max-batch-size 16] [--queue-delay-us 500]
-            [--max-concurrent-batches 1]]
+            [--max-concurrent-batches N]]
 """
 
 from __future__ import annotations
@@ -578,7 +578,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--max-batch-size", type=int, default=16)
     parser.add_argument("--queue-delay-us", type=int, default=500)
-    parser.add_argument("--max-concurrent-batches", type=int, default=1)
+    parser.add_argument(
+        "--max-concurrent-batches", type=int, help="default: the server's (the model's streams)"
+    )
     parser.add_argument("--bare-server", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--rest-port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--grpc-port", type=int, help=argparse.SUPPRESS)
@@ -623,8 +625,9 @@ def compare_batching(args: argparse.Namespace) -> int:
     batching = {
         "max_batch_size": args.max_batch_size,
         "max_queue_delay_microseconds": args.queue_delay_us,
-        "max_concurrent_batches": args.max_concurrent_batches,
     }
+    if args.max_concurrent_batches is not None:
+        batching["max_concurrent_batches"] = args.max_concurrent_batches
     with tempfile.TemporaryDirectory() as tmp:
         repository = Path(tmp)
         save_model(repository / MODEL / "1", args.hidden)

@@ -138,6 +138,7 @@ class DynamicBatcher:
     ) -> None:
         self.name = name
         self.config = config
+        self._slots = config.max_concurrent_batches or 1
         self._run = run
         self._outputs = list(outputs)
         self.stats = stats if stats is not None else BatchStats()
@@ -155,11 +156,7 @@ class DynamicBatcher:
 
     async def submit(self, inputs: Arrays, wanted: list[str]) -> dict[str, np.ndarray[Any, Any]]:
         """The call's wanted outputs, computed in a batch with whatever calls it can join."""
-        if (
-            not self._queue
-            and self._running < self.config.max_concurrent_batches
-            and not self._company
-        ):
+        if not self._queue and self._running < self._slots and not self._company:
             # The idle path: nothing queued and a slot free, so no reason to wait (and no
             # signature needed). Kept lean: a lone caller's latency is what it costs.
             self._running += 1
@@ -192,7 +189,7 @@ class DynamicBatcher:
             self._timer.cancel()
             self._timer = None
         loop = asyncio.get_running_loop()
-        while self._queue and self._running < self.config.max_concurrent_batches:
+        while self._queue and self._running < self._slots:
             while self._queue and self._queue[0].future.done():
                 self._queue.popleft()  # its caller was cancelled while it waited
             if not self._queue:

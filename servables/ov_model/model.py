@@ -353,6 +353,9 @@ class OpenVINOModel:
             self._inline_slot = InlineSlot(self._inline_compiled.create_infer_request(), names)
             self._batcher = PassBatcher(self._infer_own)
         if self.dynamic_batching is not None:
+            self.dynamic_batching = self.dynamic_batching.with_concurrency(
+                self._streams(), self.nireq
+            )
             self._dynamic = DynamicBatcher(
                 f"{self.name} version {self.version}",
                 self.dynamic_batching,
@@ -360,6 +363,13 @@ class OpenVINOModel:
                 names,
                 self.batch_stats,
             )
+
+    def _streams(self) -> int:
+        """The compiled model's streams (1 if the device does not say)."""
+        try:
+            return max(1, int(self._compiled.get_property("NUM_STREAMS")))
+        except (RuntimeError, TypeError, ValueError):
+            return 1
 
     def check_inputs(self, inputs: Mapping[str, np.ndarray[Any, Any]]) -> None:
         expected = self._input_specs

@@ -255,12 +255,16 @@ def test_config_errors_name_the_key(value: Any, message: str) -> None:
 def test_config_defaults() -> None:
     assert DynamicBatchingConfig.from_json(None, "x") is None
     assert DynamicBatchingConfig.from_json(False, "x") is None
-    assert DynamicBatchingConfig.from_json({}, "x") == DynamicBatchingConfig(16, (), 0, 1)
+    assert DynamicBatchingConfig.from_json({}, "x") == DynamicBatchingConfig(16, (), 0, None)
     parsed = DynamicBatchingConfig.from_json(
         {"max_batch_size": 8, "preferred_batch_size": [8, 4, 4], "max_queue_delay_microseconds": 5},
         "x",
     )
-    assert parsed == DynamicBatchingConfig(8, (4, 8), 5, 1)
+    assert parsed == DynamicBatchingConfig(8, (4, 8), 5, None)
+    assert parsed.with_concurrency(streams=4, nireq=2).max_concurrent_batches == 2
+    assert parsed.with_concurrency(streams=0, nireq=2).max_concurrent_batches == 1
+    fixed = DynamicBatchingConfig.from_json({"max_concurrent_batches": 3}, "x")
+    assert fixed is not None and fixed.with_concurrency(streams=1, nireq=1) == fixed
 
 
 async def test_after_a_batch_with_company_an_idle_call_waits_for_company() -> None:

@@ -95,6 +95,17 @@ async def test_a_bad_call_fails_alone_before_it_is_queued(
     assert all(isinstance(r, dict) for i, r in enumerate(results) if i != 3)
 
 
+def test_concurrent_batches_default_to_the_models_streams(tmp_path: Path) -> None:
+    save_mlp(tmp_path)
+    model = loaded(tmp_path, {})
+    assert model.dynamic_batching is not None
+    streams = int(model._compiled.get_property("NUM_STREAMS"))
+    assert model.dynamic_batching.max_concurrent_batches == max(1, min(streams, model.nireq))
+    assert loaded(tmp_path, {"max_concurrent_batches": 5}).dynamic_batching == (
+        DynamicBatchingConfig(max_concurrent_batches=5)
+    )
+
+
 def test_a_static_batch_in_the_file_is_made_dynamic(tmp_path: Path) -> None:
     save_mlp(tmp_path, batch=1)
     model = loaded(tmp_path, {"max_batch_size": 4})
@@ -132,7 +143,7 @@ def test_model_config_reads_dynamic_batching(tmp_path: Path) -> None:
         }
     }
     config = ModelConfig.from_json(entry, tmp_path, "model_config_list[0]")
-    assert config.dynamic_batching == DynamicBatchingConfig(8, (4,), 0, 1)
+    assert config.dynamic_batching == DynamicBatchingConfig(8, (4,), 0, None)
     plain = ModelConfig.from_json({"config": {"name": "m", "base_path": "m"}}, tmp_path, "m")
     assert plain.dynamic_batching is None
     entry["config"]["dynamic_batching"] = {"max_batch_size": "8"}
