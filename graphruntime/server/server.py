@@ -24,6 +24,7 @@ from aiohttp import web
 
 from calculators.llm.media import MEDIA_POLICY
 from graphruntime.server import default_model, heap
+from graphruntime.server.batch_metrics import BatchCollector, batched_models
 from graphruntime.server.encoder_metrics import EncoderCollector, encoder_servables
 from graphruntime.server.graph_export import (
     EmbeddingsSettings,
@@ -284,6 +285,7 @@ async def serve(settings: ServerSettings) -> int:
     metrics.registry.register(
         EncoderCollector(lambda: encoder_servables(repository.servables.values()))
     )
+    metrics.registry.register(BatchCollector(lambda: batched_models(repository.models.values())))
     dataplane = KServeDataPlane(repository, metrics)
     app = create_app(
         repository, settings, metrics, dataplane, tracing.middleware if tracing else None

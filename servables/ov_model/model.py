@@ -32,6 +32,11 @@ the input. They reach OpenVINO as tensors set on the infer request, not through 
 dispatcher (which costs ~40-60 us per call): a writable C-contiguous array is shared without a
 copy; a read-only one (a view of request bytes, which cannot be shared) is copied once. Outputs
 are copied once out of the infer request, which is reused.
+
+With `dynamic_batching` in the model's config, checked calls go through a `DynamicBatcher`
+(dynamic_batcher.py), which stacks concurrent calls along dimension 0 and runs each batch through
+the same path a single call takes (inline or on the threads); the batch dimension is made dynamic
+at load (`_make_batch_dynamic`).
 """
 
 from __future__ import annotations
@@ -50,7 +55,9 @@ from typing import Any
 import numpy as np
 
 from servables.errors import InvalidRequest, ServableError, ServableLoadError
+from servables.ov_model.batching_config import DynamicBatchingConfig
 from servables.ov_model.datatypes import OPENVINO_TO_KSERVE, kserve_name
+from servables.ov_model.dynamic_batcher import BatchStats, DynamicBatcher
 from servables.ov_model.pass_batch import PassBatcher
 
 logger = logging.getLogger(__name__)
@@ -181,6 +188,7 @@ class OpenVINOModel:
         batch_size: str | None = None,
         shape: str | Mapping[str, str] | None = None,
         layout: str | Mapping[str, str] | None = None,
+        dynamic_batching: DynamicBatchingConfig | None = None,
     ) -> None:
         self.name = name
         self.version = version
@@ -191,6 +199,10 @@ class OpenVINOModel:
         self.batch_size = batch_size
         self.shape = shape
         self.layout = layout
+        self.dynamic_batching = dynamic_batching
+        # Batches formed (read by /metrics); the batcher itself is made by start().
+        self.batch_stats = BatchStats()
+        self._dynamic: DynamicBatcher | None = None
         self.inputs: list[TensorSpec] = []
         self.outputs: list[TensorSpec] = []
         self.nireq = 0
@@ -215,6 +227,8 @@ class OpenVINOModel:
         try:
             model = core().read_model(str(path))
             self._reshape(model)
+            if self.dynamic_batching is not None:
+                self._make_batch_dynamic(model)
             self._set_layout(model)
             compiled = core().compile_model(
                 model, self.device, compile_properties(self.device, self.properties)
@@ -258,6 +272,62 @@ class OpenVINOModel:
             batch = -1 if self.batch_size == "auto" else int(str(self.batch_size))
             openvino.set_batch(model, batch)
 
+    def _make_batch_dynamic(self, model: Any) -> None:
+        """Dynamic batching stacks calls along dimension 0, which must therefore take any size.
+
+        A model file with a static batch (often 1) is reshaped to a dynamic one, as a user who
+        switches batching on expects (OVMS's `batch_size: "auto"` reshapes too, per request);
+        a batch the config itself pins (`batch_size` N, or `shape`) is the user's explicit
+        choice, so that fails the load instead, as does a model OpenVINO cannot reshape.
+        """
+        where = f"{self.name} version {self.version}: dynamic_batching"
+        static = {}
+        for port in model.inputs:
+            shape = port.get_partial_shape()
+            name = port.get_any_name()
+            if shape.rank.is_dynamic or len(shape) == 0:
+                raise ServableLoadError(
+                    f"{where} needs a batch dimension, and input {name} has "
+                    + ("no known rank" if shape.rank.is_dynamic else "none (a scalar)")
+                )
+            if not shape[0].is_dynamic:
+                static[name] = shape
+        if static:
+            pinned = self.batch_size not in (None, "", "0", "auto") or self.shape not in (
+                None,
+                "auto",
+            )
+            name, shape = next(iter(static.items()))
+            if pinned:
+                raise ServableLoadError(
+                    f"{where} needs a dynamic batch dimension, but the config pins input {name} "
+                    f'to {shape} (batch_size or shape); remove it, or use batch_size "auto"'
+                )
+            import openvino
+
+            try:
+                model.reshape(
+                    {
+                        port.get_any_name(): openvino.PartialShape(
+                            [openvino.Dimension(-1), *list(port.get_partial_shape())[1:]]
+                        )
+                        for port in model.inputs
+                    }
+                )
+            except RuntimeError as error:
+                raise ServableLoadError(
+                    f"{where}: input {name} has a static batch ({shape}) and the model cannot "
+                    f"be reshaped to a dynamic one: {error}"
+                ) from error
+            logger.info("%s: batch dimension made dynamic for dynamic batching", self.name)
+        for port in model.outputs:
+            shape = port.get_partial_shape()
+            if shape.rank.is_static and (len(shape) == 0 or not shape[0].is_dynamic):
+                raise ServableLoadError(
+                    f"{where}: output {port.get_any_name()} of shape {shape} has no dynamic "
+                    "batch dimension to split the results along"
+                )
+
     def _set_layout(self, model: Any) -> None:
         if not self.layout:
             return
@@ -282,6 +352,24 @@ class OpenVINOModel:
         if self._inline_compiled is not None:
             self._inline_slot = InlineSlot(self._inline_compiled.create_infer_request(), names)
             self._batcher = PassBatcher(self._infer_own)
+        if self.dynamic_batching is not None:
+            self.dynamic_batching = self.dynamic_batching.with_concurrency(
+                self._streams(), self.nireq
+            )
+            self._dynamic = DynamicBatcher(
+                f"{self.name} version {self.version}",
+                self.dynamic_batching,
+                self._infer_checked,
+                names,
+                self.batch_stats,
+            )
+
+    def _streams(self) -> int:
+        """The compiled model's streams (1 if the device does not say)."""
+        try:
+            return max(1, int(self._compiled.get_property("NUM_STREAMS")))
+        except (RuntimeError, TypeError, ValueError):
+            return 1
 
     def check_inputs(self, inputs: Mapping[str, np.ndarray[Any, Any]]) -> None:
         expected = self._input_specs
@@ -379,6 +467,14 @@ class OpenVINOModel:
                         f"Unexpected output: {name}; {self.name} produces " + ", ".join(names),
                         param=name,
                     )
+        if self._dynamic is not None:
+            return await self._dynamic.submit(inputs, wanted)
+        return await self._infer_checked(inputs, wanted)
+
+    async def _infer_checked(
+        self, inputs: Mapping[str, np.ndarray[Any, Any]], wanted: list[str]
+    ) -> dict[str, np.ndarray[Any, Any]]:
+        """One inference of inputs already checked (one call's, or a stacked batch's)."""
         pool, threads = self._pool, self._threads
         assert pool is not None and threads is not None, "start() was not called"
         input_bytes = sum(array.nbytes for array in inputs.values())

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from servables.errors import ModelNotFound, ServableNotReady
+from servables.ov_model.batching_config import DynamicBatchingConfig
 from servables.ov_model.model import OpenVINOModel
 
 logger = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ MODEL_KEYS = {
     "max_sequence_number",
     "low_latency_transformation",
     "allow_cache",
+    "dynamic_batching",  # ours, in Triton's names (batching_config.py)
 }
 
 
@@ -110,6 +112,7 @@ class ModelConfig:
     batch_size: str | None = None
     shape: str | Mapping[str, str] | None = None
     layout: str | Mapping[str, str] | None = None
+    dynamic_batching: DynamicBatchingConfig | None = None
 
     @classmethod
     def from_json(cls, entry: Any, root: Path, where: str) -> ModelConfig:
@@ -141,6 +144,9 @@ class ModelConfig:
         except ValueError as error:
             raise ValueError(f"{where}.config.{error}") from error
         batch = config.get("batch_size")
+        batching = DynamicBatchingConfig.from_json(
+            config.get("dynamic_batching"), f"{where}.config.dynamic_batching"
+        )
         return cls(
             name=name,
             base_path=(root / base).resolve(),
@@ -151,6 +157,7 @@ class ModelConfig:
             batch_size=None if batch is None else str(batch),
             shape=config.get("shape"),
             layout=config.get("layout"),
+            dynamic_batching=batching,
         )
 
 
@@ -238,6 +245,7 @@ class VersionedModel:
             batch_size=config.batch_size,
             shape=config.shape,
             layout=config.layout,
+            dynamic_batching=config.dynamic_batching,
         )
         started = time.perf_counter()
         try:
