@@ -28,11 +28,11 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 ROOT = Path(__file__).resolve().parents[1]
 CALCULATOR_ENTRY_POINTS = "graphrt.calculators"
-# Modules whose calls define the server's Prometheus metrics.
-METRIC_MODULES = (
-    "graphruntime/server/metrics.py",
-    "graphruntime/server/pipeline_metrics.py",
-    "graphruntime/server/encoder_metrics.py",
+# Modules whose calls define the server's Prometheus metrics: the server's *metrics.py files, so
+# a new collector module is listed without being named here.
+METRIC_MODULES = tuple(
+    str(path.relative_to(ROOT))
+    for path in sorted((ROOT / "graphruntime" / "server").glob("*metrics.py"))
 )
 METRIC_NAME = re.compile(r"^(ovms|graphrt)_[a-z0-9_]+$")
 METRIC_TYPES = {
