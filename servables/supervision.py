@@ -180,3 +180,11 @@ class HasSupervisor(Protocol):
 
     @property
     def supervisor(self) -> Supervisor: ...
+
+
+@runtime_checkable
+class HasMoreSupervisors(Protocol):
+    """A servable with worker processes besides its main one (an LLM's LoRA adapter engines):
+    the server gives them the same restart policy and counts their restarts."""
+
+    def more_supervisors(self) -> list[Supervisor]: ...

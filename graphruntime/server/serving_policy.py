@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 from servables.admission import DEFAULT_MAX_QUEUED, HasAdmission
 from servables.audio.codec import AudioLimits
 from servables.errors import ServableLoadError
-from servables.supervision import HasSupervisor, RestartPolicy, Supervisor
+from servables.supervision import HasMoreSupervisors, HasSupervisor, RestartPolicy, Supervisor
 
 QUEUE_DIRECTIVE = "GRAPHRT_MAX_QUEUED_REQUESTS"
 _DIRECTIVE = re.compile(rf"^\s*#\s*{QUEUE_DIRECTIVE}\s*:\s*(\S*)\s*$", re.MULTILINE)
@@ -69,7 +69,13 @@ class HasAudioLimits(Protocol):
 
 
 def supervisors(resources: Iterable[Any]) -> list[Supervisor]:
-    return [r.supervisor for r in resources if isinstance(r, HasSupervisor)]
+    found: list[Supervisor] = []
+    for resource in resources:
+        if isinstance(resource, HasSupervisor):
+            found.append(resource.supervisor)
+        if isinstance(resource, HasMoreSupervisors):
+            found.extend(resource.more_supervisors())
+    return found
 
 
 def apply(policy: ServingPolicy, resources: Iterable[Any], max_queued: int) -> None:
@@ -77,6 +83,9 @@ def apply(policy: ServingPolicy, resources: Iterable[Any], max_queued: int) -> N
     for resource in resources:
         if isinstance(resource, HasSupervisor):
             resource.supervisor.policy = policy.restart
+        if isinstance(resource, HasMoreSupervisors):
+            for supervisor in resource.more_supervisors():
+                supervisor.policy = policy.restart
         if isinstance(resource, HasAdmission):
             resource.admission.max_queued = max_queued
         if isinstance(resource, HasAudioLimits):

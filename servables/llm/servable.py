@@ -184,8 +184,7 @@ class LLMServable:
             self.config.models_path,
             self.config.device,
         )
-        for engine in self.adapter_engines.values():  # the server's policy, set on the base
-            engine.supervisor.policy = self.engine.supervisor.policy
+        for engine in self.adapter_engines.values():  # the server's queue bound, set on the base
             engine.admission.max_queued = self.engine.admission.max_queued
         try:
             ready, *_ = await asyncio.gather(
@@ -297,6 +296,10 @@ class LLMServable:
         await asyncio.gather(
             self.engine.close(), *(e.close() for e in self.adapter_engines.values())
         )
+
+    def more_supervisors(self) -> list[Supervisor]:
+        """The adapter engines' supervisors (the server sets their policy, counts restarts)."""
+        return [engine.supervisor for engine in self.adapter_engines.values()]
 
     def aliases(self) -> list[str]:
         """The LoRA adapters' names: a request's `model` chooses one (or the base model)."""

@@ -42,3 +42,23 @@ def test_apply_reaches_any_resource_with_a_supervisor_or_an_admission() -> None:
     assert both.supervisor.policy == restart
     assert both.admission.max_queued == 3
     assert supervisors([both, plain]) == [both.supervisor]
+
+
+@dataclass
+class WithAdapters(WithBoth):
+    """An LLM with LoRA adapter engines: worker processes besides its main one."""
+
+    adapters: list[Supervisor] = field(
+        default_factory=lambda: [Supervisor("a", nothing), Supervisor("b", nothing)]
+    )
+
+    def more_supervisors(self) -> list[Supervisor]:
+        return self.adapters
+
+
+def test_adapter_engines_get_the_policy_and_are_counted() -> None:
+    llm = WithAdapters()
+    restart = RestartPolicy(max_restarts=1, window=4.0)
+    apply(ServingPolicy(restart, 5), [llm], max_queued=3)
+    assert all(s.policy == restart for s in llm.adapters)
+    assert supervisors([llm]) == [llm.supervisor, *llm.adapters]
