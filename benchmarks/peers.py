@@ -29,32 +29,25 @@ import asyncio
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tarfile
 import tempfile
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from serving import (  # benchmarks/ is not a package
+    CHAT_PATH,
     PROMPTS,
     WARMUP_TOKENS,
+    BackgroundServer,
     LevelMetrics,
     ServerProcess,
-    chat_payload,
-    closed_loop,
-    free_port,
-    stream_chat,
+    run_server_level,
     summarize,
 )
 
@@ -111,85 +104,52 @@ def build_llama_server() -> Path:
     return binary
 
 
-class LlamaServer:
-    """llama-server in a subprocess, its log in a temporary file."""
+class LlamaServer(BackgroundServer):
+    """llama-server in a subprocess."""
 
     def __init__(
         self, binary: Path, model: Path, slots: int, ctx_per_slot: int, threads: int
     ) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed in stop())
-            prefix="llama-server-", suffix=".log", delete=False
-        )
-        command = [
-            str(binary),
-            "-m",
-            str(model),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "-np",
-            str(slots),
-            "-c",
-            str(slots * ctx_per_slot),
-            "-t",
-            str(threads),
-            "--alias",
-            NAME,
-            "--no-webui",
-        ]
-        print(f"starting: {' '.join(command)}  (log: {self.log.name})", flush=True)
-        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
+        def command(port: int) -> list[str]:
+            return [
+                str(binary),
+                "-m",
+                str(model),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "-np",
+                str(slots),
+                "-c",
+                str(slots * ctx_per_slot),
+                "-t",
+                str(threads),
+                "--alias",
+                NAME,
+                "--no-webui",
+            ]
 
-    def wait_ready(self, timeout: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"llama-server exited; see {self.log.name}")
-            try:
-                with urllib.request.urlopen(self.url + "/health", timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except (OSError, urllib.error.URLError):
-                pass
-            time.sleep(0.25)
-        raise RuntimeError(f"llama-server not ready after {timeout:.0f} s; see {self.log.name}")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.log.close()
+        super().__init__("llama-server", command, "/health")
 
 
 # ---------------------------------------------------------------------------------------- load
 
 
-async def drive(url: str, concurrency: int, num_prompts: int, max_tokens: int) -> LevelMetrics:
-    """One level against one server: serving.py's closed loop of streaming chats."""
-    timeout = aiohttp.ClientTimeout(total=600)
-    # A connection per request: llama-server (cpp-httplib) drops idle keep-alive connections,
-    # which aiohttp would otherwise reuse and fail on; both sides pay the same local connect.
-    connector = aiohttp.TCPConnector(limit=0, force_close=True)
-    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
-
-        async def one(index: int) -> Any:
-            messages = PROMPTS[index % len(PROMPTS)]
-            return await stream_chat(session, url, chat_payload(NAME, messages, max_tokens))
-
-        results, duration = await closed_loop(concurrency, num_prompts, one)
+async def drive(
+    server: BackgroundServer, path: str, concurrency: int, num_prompts: int, max_tokens: int
+) -> LevelMetrics:
+    """One level against one server: serving.py's closed loop of streaming chats, a connection
+    per request on both sides (llama-server drops idle keep-alive connections)."""
+    results, duration = await run_server_level(
+        server.url, NAME, concurrency, num_prompts, max_tokens, path, force_close=True
+    )
     return summarize(results, duration, concurrency, max_tokens)
 
 
-async def warm_up(url: str) -> None:
+async def warm_up(server: BackgroundServer, path: str) -> None:
     """Every prompt once, a few tokens: both sides start with their caches warm."""
-    await drive(url, len(PROMPTS), len(PROMPTS), WARMUP_TOKENS)
+    await drive(server, path, len(PROMPTS), len(PROMPTS), WARMUP_TOKENS)
 
 
 @dataclass
@@ -289,17 +249,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         graphrt.wait_ready()
         llama.wait_ready()
-        urls = {"graphrt": graphrt.url + "/v3/chat/completions"}
-        urls["llama"] = llama.url + "/v1/chat/completions"
-        for url in urls.values():
-            asyncio.run(warm_up(url))
+        sides: dict[str, tuple[BackgroundServer, str]] = {
+            "graphrt": (graphrt, CHAT_PATH),
+            "llama": (llama, "/v1/chat/completions"),
+        }
+        for server, path in sides.values():
+            asyncio.run(warm_up(server, path))
         for round_index in range(args.rounds):
             for level in levels:
                 prompts = args.num_prompts or max(8, 2 * level)
                 order = ["graphrt", "llama"] if round_index % 2 == 0 else ["llama", "graphrt"]
                 measured: dict[str, LevelMetrics] = {}
                 for side in order:
-                    measured[side] = asyncio.run(drive(urls[side], level, prompts, args.max_tokens))
+                    measured[side] = asyncio.run(
+                        drive(*sides[side], level, prompts, args.max_tokens)
+                    )
                     m = measured[side]
                     print(
                         f"round {round_index + 1} level {level} {side:>7}: "

@@ -430,11 +430,18 @@ def probe_stats(samples: Sequence[float], failures: int) -> ProbeStats:
 
 
 async def run_server_level(
-    base_url: str, model: str, concurrency: int, num_prompts: int, max_tokens: int
+    base_url: str,
+    model: str,
+    concurrency: int,
+    num_prompts: int,
+    max_tokens: int,
+    path: str = CHAT_PATH,
+    force_close: bool = False,
 ) -> tuple[list[RequestResult], float]:
-    """The closed loop against the server."""
-    url = base_url + CHAT_PATH
-    connector = aiohttp.TCPConnector(limit=0)
+    """The closed loop against the server; `force_close` opens a connection per request (for
+    servers that drop idle keep-alive connections, which aiohttp would reuse and fail on)."""
+    url = base_url + path
+    connector = aiohttp.TCPConnector(limit=0, force_close=force_close)
     timeout = aiohttp.ClientTimeout(total=None, sock_read=600)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
 
@@ -577,46 +584,36 @@ class CpuMeter:
         return use
 
 
-class ServerProcess:
-    """`graphrt serve` in a subprocess, its log in a temporary file."""
+class BackgroundServer:
+    """A server program in a subprocess on a free port, its log in a temporary file."""
 
-    def __init__(self, model: Path, name: str, extra: Sequence[str]) -> None:
+    def __init__(self, label: str, command: Callable[[int], list[str]], ready_path: str) -> None:
+        self.label = label
+        self.ready_path = ready_path
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed in stop())
-            prefix="graphrt-serve-", suffix=".log", delete=False
+            prefix=label.replace(" ", "-") + "-", suffix=".log", delete=False
         )
-        command = [
-            sys.executable,
-            "-m",
-            "graphruntime.server.cli",
-            "serve",
-            "--model_path",
-            str(model),
-            "--model_name",
-            name,
-            "--rest_port",
-            str(self.port),
-            *extra,
-        ]
-        print(f"starting: {' '.join(command)}  (log: {self.log.name})", flush=True)
-        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
+        arguments = command(self.port)
+        print(f"starting: {' '.join(arguments)}  (log: {self.log.name})", flush=True)
+        self.process = subprocess.Popen(arguments, stdout=self.log, stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float = 300.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(
-                    f"graphrt serve exited with {self.process.returncode}; see {self.log.name}"
+                    f"{self.label} exited with {self.process.returncode}; see {self.log.name}"
                 )
             try:
-                with urllib.request.urlopen(self.url + PROBE_PATH, timeout=2) as response:
+                with urllib.request.urlopen(self.url + self.ready_path, timeout=2) as response:
                     if response.status == 200:
                         return
             except (OSError, urllib.error.URLError):
                 pass
             time.sleep(0.25)
-        raise RuntimeError(f"graphrt serve not ready after {timeout:.0f} s; see {self.log.name}")
+        raise RuntimeError(f"{self.label} not ready after {timeout:.0f} s; see {self.log.name}")
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -627,6 +624,28 @@ class ServerProcess:
                 self.process.kill()
                 self.process.wait()
         self.log.close()
+
+
+class ServerProcess(BackgroundServer):
+    """`graphrt serve` in a subprocess."""
+
+    def __init__(self, model: Path, name: str, extra: Sequence[str]) -> None:
+        def command(port: int) -> list[str]:
+            return [
+                sys.executable,
+                "-m",
+                "graphruntime.server.cli",
+                "serve",
+                "--model_path",
+                str(model),
+                "--model_name",
+                name,
+                "--rest_port",
+                str(port),
+                *extra,
+            ]
+
+        super().__init__("graphrt serve", command, PROBE_PATH)
 
 
 def model_name_from(base_url: str) -> str:

@@ -160,9 +160,10 @@ def build_pipeline(spec: EngineSpec) -> Any:
     import openvino_genai
 
     properties = _properties(spec)
-    models_path = str(openable_gguf(Path(spec.models_path)))
     adapters = None
-    if spec.adapter is not None:
+    if spec.adapter is None:
+        models_path = str(openable_gguf(Path(spec.models_path)))
+    else:  # a GGUF's graph with Hugging Face's layer names (made from a writable copy)
         model_dir = named_model_dir(Path(spec.models_path))
         models_path = str(model_dir)
         adapters = properties["adapters"] = _adapter_config(spec.adapter, model_dir)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from servables.errors import ServableLoadError
-from servables.llm.model_files import _file_key, cache_root, is_gguf, openable_gguf
+from servables.llm.model_files import cache_root, file_key, is_gguf, openable_gguf
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ def named_model_dir(models_path: Path) -> Path:
     graph saved once into the cache with its layers under Hugging Face's names."""
     if not is_gguf(models_path):
         return models_path
-    target = cache_root() / "gguf-lora" / _file_key(models_path)
+    target = cache_root() / "gguf-lora" / file_key(models_path)
     if (target / MODEL_XML).is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

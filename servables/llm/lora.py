@@ -132,16 +132,16 @@ def target_modules(names: list[str]) -> list[str]:
 def check_targets(alias: str, modules: list[str], layer_names: list[str]) -> list[str]:
     """The modules no layer matches (genai's rule: the module path, or the path with `.` as `_`,
     occurs in the layer's name); none matching at all is a load error."""
+    if not modules:
+        raise ServableLoadError(
+            f"LoRA adapter {alias!r} has no lora_A/lora_B tensors", param="lora_adapters"
+        )
     layers = [*layer_names, *(name.replace(".", "_") for name in layer_names)]
     unused = [module for module in modules if not any(module in layer for layer in layers)]
-    if modules and len(unused) == len(modules):
+    if len(unused) == len(modules):
         raise ServableLoadError(
             f"LoRA adapter {alias!r}: none of its {len(modules)} target layers (e.g. "
             f"{modules[0]}) is a layer of the model; is it an adapter for this base model?",
             param="lora_adapters",
-        )
-    if not modules:
-        raise ServableLoadError(
-            f"LoRA adapter {alias!r} has no lora_A/lora_B tensors", param="lora_adapters"
         )
     return unused

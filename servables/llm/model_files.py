@@ -239,7 +239,8 @@ def cache_root() -> Path:
     return Path(os.environ.get("GRAPHRT_CACHE", Path.home() / ".cache" / "graphrt"))
 
 
-def _file_key(path: Path) -> str:
+def file_key(path: Path) -> str:
+    """A cache key for a file: its path, size and modification time."""
     stat = path.stat()
     key = hashlib.sha256(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode())
     return key.hexdigest()[:24]
@@ -256,7 +257,7 @@ def openable_gguf(path: Path) -> Path:
     """
     if not is_gguf(path) or os.access(path, os.W_OK):
         return path
-    target = cache_root() / "gguf" / _file_key(path) / path.name
+    target = cache_root() / "gguf" / file_key(path) / path.name
     if target.is_file() and target.stat().st_size == path.stat().st_size:
         return target
     partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
@@ -289,7 +290,7 @@ def tokenizer_location(models_path: Path) -> Path:
     """
     if not is_gguf(models_path):
         return models_path
-    target = cache_root() / "tokenizers" / _file_key(models_path)
+    target = cache_root() / "tokenizers" / file_key(models_path)
     if all((target / name).is_file() for name in TOKENIZER_FILES):
         return target
     try:

@@ -157,6 +157,20 @@ def expected(server: BatchingServer, inputs: list[np.ndarray[Any, Any]]) -> list
     return asyncio.run(run())
 
 
+async def burst_over(server: BatchingServer, transport: str, inputs: list[Any]) -> list[Any]:
+    """`burst` of calls to the mlp over one client of `transport` (grpc or rest)."""
+    if transport == "grpc":
+        client: Any = triton_grpc.InferenceServerClient(server.grpc_url)
+        infer = grpc_infer
+    else:
+        client = triton_http.InferenceServerClient(server.rest_url, conn_limit=CLIENTS)
+        infer = rest_infer
+    try:
+        return await burst(lambda x: infer(client, "mlp", x), inputs)
+    finally:
+        await client.close()
+
+
 @pytest.mark.parametrize("transport", ["grpc", "rest"])
 def test_concurrent_calls_are_batched_with_bit_identical_results(
     batching_server: BatchingServer, transport: str
@@ -165,19 +179,7 @@ def test_concurrent_calls_are_batched_with_bit_identical_results(
     want = expected(batching_server, inputs)
     before = batch_counts(batching_server, "mlp")
 
-    async def run() -> list[Any]:
-        if transport == "grpc":
-            client: Any = triton_grpc.InferenceServerClient(batching_server.grpc_url)
-            infer = grpc_infer
-        else:
-            client = triton_http.InferenceServerClient(batching_server.rest_url, conn_limit=CLIENTS)
-            infer = rest_infer
-        try:
-            return await burst(lambda x: infer(client, "mlp", x), inputs)
-        finally:
-            await client.close()
-
-    got = asyncio.run(run())
+    got = asyncio.run(burst_over(batching_server, transport, inputs))
     for x, reference, result in zip(inputs, want, got, strict=True):
         assert isinstance(result, np.ndarray), result
         assert result.shape == (x.shape[0], OUTPUTS)
@@ -197,19 +199,7 @@ def test_a_bad_call_among_good_ones_fails_alone(
     inputs[bad] = np.zeros((1, INPUTS + 1), np.float32)
     want = expected(batching_server, [x for i, x in enumerate(inputs) if i != bad])
 
-    async def run() -> list[Any]:
-        if transport == "grpc":
-            client: Any = triton_grpc.InferenceServerClient(batching_server.grpc_url)
-            infer = grpc_infer
-        else:
-            client = triton_http.InferenceServerClient(batching_server.rest_url, conn_limit=CLIENTS)
-            infer = rest_infer
-        try:
-            return await burst(lambda x: infer(client, "mlp", x), inputs)
-        finally:
-            await client.close()
-
-    got = asyncio.run(run())
+    got = asyncio.run(burst_over(batching_server, transport, inputs))
     error = got.pop(bad)
     assert isinstance(error, InferenceServerException), error
     assert "Invalid shape of input x" in error.message()
