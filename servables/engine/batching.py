@@ -257,6 +257,9 @@ class ContinuousBatchingLoop:
             return
         if not isinstance(message, AddRequest):
             return
+        if self.scoring_waits(message):
+            self.deferred.append(message)
+            return
         key = grammar_key(message.config)
         if key is not None and key not in self.compiled:
             on_trial = set(self.unproven.values())
@@ -264,6 +267,22 @@ class ContinuousBatchingLoop:
                 self.deferred.append(message)  # one new grammar at a time: see the docstring
                 return
         self.admit(message, outbox)
+
+    def scoring_waits(self, message: AddRequest) -> bool:
+        """Whether `message` must wait because of a prompt being scored (echo with logprobs).
+
+        genai 2026.4 reads an echoing request's prompt logprobs at an offset into the step's
+        logits that counts only the echoing requests before it in the batch, so any other
+        request scheduled ahead of it in that step shifts its scores onto another request's
+        logits. So a scoring request is added only to an idle pipeline (new requests wait
+        behind it while the running ones drain), and nothing joins it until its prompt is
+        scored (its prefill done).
+        """
+        if any(live.echo_tokens and not live.echoed for live in self.live.values()):
+            return True
+        if message.config.get("echo"):
+            return bool(self.live)
+        return any(waiting.config.get("echo") for waiting in self.deferred)
 
     def admit_deferred(self, outbox: Outbox) -> None:
         """Add the waiting requests whose grammar may now go on trial (or has compiled)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from typing import TYPE_CHECKING, Any
 
 import openai
@@ -223,6 +224,44 @@ def test_echo_with_logprobs_scores_the_prompt_as_the_engine_does(
         assert logprobs.token_logprobs[1:prompt_count] == pytest.approx(expected, abs=1e-4)
         assert choice.finish_reason == "length"
     assert response.usage is not None and response.usage.completion_tokens == 2 * max_tokens
+
+
+def test_a_prompt_scored_while_another_request_generates_gets_its_own_scores(
+    client: openai.OpenAI, server: Server, golden: Golden
+) -> None:
+    """genai 2026.4 misplaces an echoing request's prompt logprobs when other requests share
+    its prefill step, so the engine runs a scoring request's prefill on its own: the scores
+    equal the engine's alone even while another request is generating."""
+    first_chunk = threading.Event()
+    texts: list[str] = []
+
+    def generate() -> None:
+        for chunk in client.completions.create(
+            model=server.model,
+            prompt="Write a long story about a lighthouse keeper.",
+            max_tokens=200,
+            temperature=0,
+            stream=True,
+            extra_body={"ignore_eos": True},
+        ):
+            texts.append(chunk.choices[0].text if chunk.choices else "")
+            first_chunk.set()
+
+    runner = threading.Thread(target=generate)
+    runner.start()
+    try:
+        assert first_chunk.wait(60)
+        prompt = "The capital of France is Paris"
+        response = client.completions.create(
+            model=server.model, prompt=prompt, max_tokens=0, echo=True, logprobs=0
+        )
+    finally:
+        runner.join(120)
+    logprobs = response.choices[0].logprobs
+    assert logprobs is not None and logprobs.token_logprobs is not None
+    expected = golden.prompt_logprobs(prompt)
+    assert logprobs.token_logprobs[1:] == pytest.approx(expected, abs=1e-4)
+    assert len(texts) > 100  # the other request went on
 
 
 def test_echo_logprobs_offsets_point_into_the_echoed_text(
