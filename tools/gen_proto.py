@@ -11,7 +11,6 @@ byte-stable.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from grpc_tools import protoc
@@ -63,4 +62,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

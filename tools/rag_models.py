@@ -125,7 +125,7 @@ def build_export_env() -> ExportEnv:
             return env
         shutil.rmtree(env.path, ignore_errors=True)
         run([sys.executable, "-m", "venv", env.path])
-        pip = [
+        pip: list[str | Path] = [
             env.python,
             "-m",
             "pip",

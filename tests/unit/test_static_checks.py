@@ -33,5 +33,5 @@ def test_ruff_lint_and_format() -> None:
 
 
 def test_mypy_strict() -> None:
-    result = run("mypy", "graphruntime", "calculators", "servables")
+    result = run("mypy", "graphruntime", "calculators", "servables", "benchmarks", "tools")
     assert result.returncode == 0, result.stdout + result.stderr
