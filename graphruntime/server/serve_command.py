@@ -55,7 +55,11 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     )
     serve.add_argument("--target_device", default="CPU", help="OpenVINO device")
     serve.add_argument(
-        "--cache_size", type=int, default=0, help="KV cache in GB; 0 = grow on demand"
+        "--cache_size",
+        type=int,
+        default=0,
+        help="KV cache in GB; 0 = grow on demand (the prefix cache then keeps little of "
+        "earlier requests)",
     )
     serve.add_argument("--max_num_seqs", type=int, default=256, help="sequences batched at once")
     serve.add_argument(
