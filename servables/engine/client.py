@@ -316,11 +316,7 @@ class EngineClient:
             self.metrics = message.metrics
             self.last_step_seconds = message.step_seconds
             streams = self._streams
-            # Finished requests first: their clients' next requests are what the engine's
-            # refill window waits for (servables/engine/refill.py), and the wake-ups of this
-            # loop turn run in the order they were made.
-            deltas = sorted(message.deltas, key=lambda delta: delta.finish_reason is None)
-            for delta in deltas:
+            for delta in message.deltas:
                 stream = streams.get(delta.request_id)
                 if stream is not None:
                     stream._push(delta)
