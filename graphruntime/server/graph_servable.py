@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import enum
 import logging
+import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
@@ -93,6 +94,11 @@ class GraphDefinition:
     subgraph_paths: tuple[Path, ...] = ()  # config.json's, searched after the graph's directory
 
 
+# An `alias: "name"` field of a node's options: a LoRA adapter of an LLM or image node, or a blend
+# of them, each served under its own model name.
+_ALIAS_FIELD = re.compile(r'\balias:\s*"([^"\\]*)"')
+
+
 class GraphServable:
     """See the module docstring."""
 
@@ -121,6 +127,7 @@ class GraphServable:
         self._idle = asyncio.Event()
         self._idle.set()
         self.loaded_at = 0.0
+        self._declared_aliases: list[str] | None = None
 
     @property
     def available(self) -> bool:
@@ -228,6 +235,20 @@ class GraphServable:
         if self.resources is None:
             return []
         return [alias for r in self.resources.all() for alias in getattr(r, "aliases", list)()]
+
+    @property
+    def declared_aliases(self) -> list[str]:
+        """The model names the graph's text gives its adapters, known without loading it, so
+        that a request naming one while the graph loads (or after it failed to) is told to
+        retry (503) rather than that the model does not exist. A superset of `aliases`:
+        adapters merged into the weights at load are listed too, and answer 404 once loaded."""
+        if self._declared_aliases is None:
+            try:
+                text = self._graph_text()
+            except OSError:
+                text = ""
+            self._declared_aliases = _ALIAS_FIELD.findall(text)
+        return self._declared_aliases
 
     def llm_servables(self) -> list[Any]:
         if self.resources is None:

@@ -245,10 +245,20 @@ class ModelRepository:
         self._unloading: set[asyncio.Task[None]] = set()
 
     def get(self, name: str) -> GraphServable:
-        """The graph `name` runs: a graph's own name, or an alias one of them answers to."""
+        """The graph `name` runs: a graph's own name, or an alias one of them answers to (or
+        will, once loaded)."""
         servable = self.servables.get(name)
         if servable is None:
             servable = next((s for s in self.servables.values() if name in s.aliases), None)
+        if servable is None:  # an adapter of a graph not (yet) available: its 503 says why
+            servable = next(
+                (
+                    s
+                    for s in self.servables.values()
+                    if not s.available and name in s.declared_aliases
+                ),
+                None,
+            )
         if servable is None:
             raise ModelNotFound(f"The model `{name}` does not exist.", param="model")
         return servable
