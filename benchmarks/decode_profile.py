@@ -31,12 +31,6 @@ WARMUP_STEPS = 10
 PROMPT = [1, 504, 3, 2000, 33, 77, 123, 900]
 
 
-def default_model() -> Path:
-    from graphruntime.server.default_model import default_model_path
-
-    return default_model_path()
-
-
 def profile(model_xml: Path, properties: dict[str, Any], steps: int) -> dict[str, Any]:
     import openvino as ov
 
@@ -86,7 +80,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from servables.llm.gguf_lora import MODEL_XML, named_model_dir
 
-    model_xml = named_model_dir(args.model or default_model()) / MODEL_XML
+    if args.model is None:
+        from graphruntime.server.default_model import default_model_path
+
+        args.model = default_model_path()
+    model_xml = named_model_dir(args.model) / MODEL_XML
     properties = dict(item.split("=", 1) for item in args.property)
     found = profile(model_xml, properties, max(args.steps, WARMUP_STEPS + 1))
     total = sum(found["by_type"].values())

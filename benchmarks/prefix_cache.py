@@ -24,7 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from serving import PROMPTS
+from serving import PROMPTS, scheduler_config, server_scheduler  # benchmarks/ is not a package
 
 
 def ttft_ms(pipeline: Any, prompt: str, config: Any) -> float:
@@ -36,11 +36,7 @@ def ttft_ms(pipeline: Any, prompt: str, config: Any) -> float:
 def measure(model: Path, cache_gb: int, max_tokens: int) -> dict[str, float]:
     import openvino_genai
 
-    scheduler = openvino_genai.SchedulerConfig()
-    scheduler.cache_size = cache_gb
-    scheduler.enable_prefix_caching = True
-    scheduler.dynamic_split_fuse = True
-    scheduler.max_num_batched_tokens = 256
+    scheduler = scheduler_config(server_scheduler(cache_size=cache_gb))
     pipeline = openvino_genai.LLMPipeline(str(model), "CPU", scheduler_config=scheduler)
     tokenizer = pipeline.get_tokenizer()
     one = openvino_genai.GenerationConfig(max_new_tokens=1, do_sample=False)

@@ -683,6 +683,15 @@ def server_scheduler(cache_size: int = 0, max_num_batched_tokens: int = 256) -> 
     }
 
 
+def scheduler_config(scheduler: dict[str, Any]) -> Any:
+    """An openvino-genai SchedulerConfig with these settings (see `server_scheduler`)."""
+    genai: Any = importlib.import_module("openvino_genai")
+    config = genai.SchedulerConfig()
+    for name, value in scheduler.items():
+        setattr(config, name, value)
+    return config
+
+
 class Engine:
     """The server's engine, in process, with the generated graph's scheduler settings."""
 
@@ -690,12 +699,9 @@ class Engine:
         self, model: Path, scheduler: dict[str, Any], device: str, properties: dict[str, Any]
     ) -> None:
         genai: Any = importlib.import_module("openvino_genai")
-        config = genai.SchedulerConfig()
-        for name, value in scheduler.items():
-            setattr(config, name, value)
         started = time.perf_counter()
         self.pipeline: Any = genai.ContinuousBatchingPipeline(
-            str(model), config, device, properties
+            str(model), scheduler_config(scheduler), device, properties
         )
         print(f"engine loaded in {time.perf_counter() - started:.1f} s", flush=True)
         self.status: Any = genai.GenerationStatus
