@@ -64,7 +64,7 @@ def main() -> int:
     args = parser.parse_args()
     model = args.model
     if model is None:
-        from graphruntime.server.default_model import default_model_path
+        from graphrt.serving.default_model import default_model_path
 
         model = default_model_path()
     server = ServerProcess(model, "bench", [])

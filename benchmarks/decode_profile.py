@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from servables.llm.gguf_lora import MODEL_XML, named_model_dir
 
     if args.model is None:
-        from graphruntime.server.default_model import default_model_path
+        from graphrt.serving.default_model import default_model_path
 
         args.model = default_model_path()
     model_xml = named_model_dir(args.model) / MODEL_XML

@@ -170,7 +170,7 @@ class Server:
             [
                 sys.executable,
                 "-m",
-                "graphruntime.server.cli",
+                "graphrt.cli.main",
                 "serve",
                 "--rest_port",
                 str(self.port),

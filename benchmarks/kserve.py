@@ -239,7 +239,7 @@ class Server:
             [
                 sys.executable,
                 "-m",
-                "graphruntime.server.cli",
+                "graphrt.cli.main",
                 "serve",
                 "--config_path",
                 str(repository / "config.json"),
@@ -288,8 +288,8 @@ async def serve_bare(rest_port: int, grpc_port: int) -> None:
     import grpc
     from aiohttp import web
 
-    from graphruntime.server.kserve import grpc_predict_v2_pb2 as pb
-    from graphruntime.server.kserve import grpc_predict_v2_pb2_grpc as pb_grpc
+    from graphrt.kserve import grpc_predict_v2_pb2 as pb
+    from graphrt.kserve import grpc_predict_v2_pb2_grpc as pb_grpc
 
     output = np.zeros((1, OUTPUTS), dtype=np.float32).tobytes()
     grpc_response = pb.ModelInferResponse(model_name=MODEL, model_version="1")

@@ -55,11 +55,11 @@ import soundfile
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from graphruntime.server import default_model  # noqa: E402
-from graphruntime.server.graph_export import (  # noqa: E402
+from graphrt.export.text_graphs import (  # noqa: E402
     TextGenerationSettings,
     text_generation_graph,
 )
+from graphrt.serving import default_model  # noqa: E402
 from servables.text.sentences import sentences  # noqa: E402
 
 PROPERTIES = {"NUM_STREAMS": "1"}
@@ -99,7 +99,7 @@ class Server:
             [
                 sys.executable,
                 "-m",
-                "graphruntime.server.cli",
+                "graphrt.cli.main",
                 "serve",
                 "--rest_port",
                 str(self.port),

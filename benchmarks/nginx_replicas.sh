@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 N=${1:?usage: nginx_replicas.sh REPLICAS [serving.py args...]}
 shift
 PYTHON=${PYTHON:-python3}
-MODEL=${MODEL:-$("$PYTHON" -m graphruntime.server.default_model)}
+MODEL=${MODEL:-$("$PYTHON" -m graphrt.serving.default_model)}
 OUT=${OUT:-$(mktemp -d /tmp/graphrt-nginx-XXXXXX)}
 NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
 mkdir -p "$OUT"/{client_body,proxy,fastcgi,uwsgi,scgi}
@@ -37,7 +37,7 @@ for i in $(seq 1 "$N"); do
         pin=(taskset -c $((i - 1)))
         extra=(--plugin_config '{"INFERENCE_NUM_THREADS": 1}')
     fi
-    "${pin[@]}" "$PYTHON" -m graphruntime.server.cli serve --rest_port "$port" \
+    "${pin[@]}" "$PYTHON" -m graphrt.cli.main serve --rest_port "$port" \
         --model_path "$MODEL" --model_name bench --cache_size 0 --max_num_batched_tokens 256 \
         --target_device CPU "${extra[@]}" >"$OUT/replica$i.log" 2>&1 &
     pids+=($!)

@@ -120,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     model = args.model
     if model is None:
-        from graphruntime.server.default_model import default_model_path
+        from graphrt.serving.default_model import default_model_path
 
         model = default_model_path()
     sink = SpanSink()

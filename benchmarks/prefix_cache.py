@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=128)
     args = parser.parse_args(argv)
     if args.model is None:
-        from graphruntime.server.default_model import default_model_path
+        from graphrt.serving.default_model import default_model_path
 
         args.model = default_model_path()
     print(f"{'cache_size':>10} | TTFT p50 ms: {'new':>8} {'seen before':>12} {'just repeated':>14}")

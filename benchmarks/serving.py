@@ -634,7 +634,7 @@ class ServerProcess(BackgroundServer):
             return [
                 sys.executable,
                 "-m",
-                "graphruntime.server.cli",
+                "graphrt.cli.main",
                 "serve",
                 "--model_path",
                 str(model),
@@ -1062,7 +1062,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     target_level = 32 if 32 in levels else max(levels)
     model: Path | None = args.model
     if model is None and (args.server_url is None or not args.skip_engine):
-        from graphruntime.server.default_model import default_model_path
+        from graphrt.serving.default_model import default_model_path
 
         model = default_model_path()
     scheduler = server_scheduler(args.cache_size, args.max_num_batched_tokens)

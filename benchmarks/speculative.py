@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     model: Path | None = args.model
     if model is None:
-        from graphruntime.server.default_model import default_model_path
+        from graphrt.serving.default_model import default_model_path
 
         model = default_model_path()
     draft = args.draft or draft_from_gguf(model)

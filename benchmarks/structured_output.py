@@ -113,7 +113,7 @@ def free_port() -> int:
 
 def default_model() -> Path:
     sys.path.insert(0, str(ROOT))
-    from graphruntime.server.default_model import default_model_path
+    from graphrt.serving.default_model import default_model_path
 
     return Path(default_model_path())
 
@@ -122,7 +122,7 @@ def start_server(model: Path, port: int) -> subprocess.Popen[bytes]:
     command = [
         sys.executable,
         "-m",
-        "graphruntime.server.cli",
+        "graphrt.cli.main",
         "serve",
         "--rest_port",
         str(port),

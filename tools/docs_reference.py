@@ -32,7 +32,7 @@ CALCULATOR_ENTRY_POINTS = "graphrt.calculators"
 # a new collector module is listed without being named here.
 METRIC_MODULES = tuple(
     str(path.relative_to(ROOT))
-    for path in sorted((ROOT / "graphruntime" / "server").glob("*metrics.py"))
+    for path in sorted((ROOT / "graphrt" / "observability").glob("*metrics.py"))
 )
 METRIC_NAME = re.compile(r"^(ovms|graphrt)_[a-z0-9_]+$")
 METRIC_TYPES = {
@@ -227,7 +227,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 def flags(parser: argparse.ArgumentParser | None = None, command: str = "graphrt") -> list[FlagDoc]:
     """Every argument of `parser` (graphrt's own by default) and of its subcommands, in order."""
     if parser is None:
-        from graphruntime.server.cli import build_parser
+        from graphrt.cli.main import build_parser
 
         parser = build_parser()
     found = []
@@ -255,7 +255,7 @@ def flags(parser: argparse.ArgumentParser | None = None, command: str = "graphrt
 def commands(parser: argparse.ArgumentParser | None = None) -> list[tuple[str, str]]:
     """(command, description) of graphrt and each of its subcommands."""
     if parser is None:
-        from graphruntime.server.cli import build_parser
+        from graphrt.cli.main import build_parser
 
         parser = build_parser()
         found = [("graphrt", parser.description or "")]

@@ -21,7 +21,7 @@ PROTO_ROOT = ROOT / "proto"
 # default descriptor pool; a process that imports one of them and graphrt's KServe module would
 # fail with "duplicate symbol". So KServe's messages are built in a pool of their own (the wire
 # format, and so compatibility, is unchanged).
-PRIVATE_POOL = {"graphruntime/server/kserve/grpc_predict_v2.proto"}
+PRIVATE_POOL = {"graphrt/kserve/grpc_predict_v2.proto"}
 DEFAULT_POOL = "_descriptor_pool.Default().AddSerializedFile("
 
 

@@ -603,8 +603,8 @@ SPEECH_GENERATION_CONFIG = {"minlenratio": 0.0, "maxlenratio": MAXLENRATIO, "thr
 ROOT = SCRIPT.parents[1]
 # The code that writes an export: a change to it rebuilds the fixtures.
 EXPORT_CODE = tuple(
-    ROOT / "graphruntime" / "server" / name
-    for name in ("export.py", "media_export.py", "media_graphs.py")
+    ROOT / "graphrt" / "export" / name
+    for name in ("text_tasks.py", "media_tasks.py", "media_graphs.py")
 )
 
 
@@ -620,7 +620,7 @@ def _graphrt_export(env: ExportEnv, task: str, root: Path, name: str, *flags: st
         [
             sys.executable,
             "-m",
-            "graphruntime.server.cli",
+            "graphrt.cli.main",
             "export",
             task,
             "--source_model",

@@ -42,8 +42,8 @@ MINILM_NAME = "minilm"
 REFERENCE_PINS = ("sentence-transformers==6.2.0",)
 RECIPE_VERSION = "1"  # bump when the way the venv is built changes
 EXPORT_CODE = (
-    ROOT / "graphruntime" / "server" / "export.py",
-    ROOT / "graphruntime" / "server" / "graph_export.py",
+    ROOT / "graphrt" / "export" / "text_tasks.py",
+    ROOT / "graphrt" / "export" / "text_graphs.py",
 )
 
 
@@ -187,7 +187,7 @@ def export_minilm(env: ExportEnv, source: Path, weight_format: str) -> Path:
             [
                 sys.executable,
                 "-m",
-                "graphruntime.server.cli",
+                "graphrt.cli.main",
                 "export",
                 "embeddings_ov",
                 "--source_model",
@@ -254,7 +254,7 @@ def export_tiny_cross_encoder(env: ExportEnv) -> Path:
             [
                 sys.executable,
                 "-m",
-                "graphruntime.server.cli",
+                "graphrt.cli.main",
                 "export",
                 "rerank_ov",
                 "--source_model",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from graphruntime.server.default_model import default_model_path
+from graphrt.serving.default_model import default_model_path
 from servables.llm.model_files import tokenizer_location
 
 

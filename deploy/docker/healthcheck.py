@@ -32,9 +32,9 @@ def flag(argv: Sequence[str], name: str) -> str | None:
 
 
 def is_server(argv: Sequence[str]) -> bool:
-    """`graphrt serve ...` or `python -m graphruntime.server.cli serve ...`."""
+    """`graphrt serve ...` or `python -m graphrt.cli.main serve ...`."""
     for index, arg in enumerate(argv[:-1]):
-        if (Path(arg).name == "graphrt" or arg == "graphruntime.server.cli") and argv[
+        if (Path(arg).name == "graphrt" or arg == "graphrt.cli.main") and argv[
             index + 1
         ] == "serve":
             return True

@@ -123,7 +123,7 @@ class LLMServable:
         self.error: str | None = None
         self.kind = infer_pipeline_type(config.models_path, config.device, config.pipeline_type)
         self.limits = Limits(config.max_tokens_limit, config.best_of_limit)
-        self.verbose_response = False  # the server's --verbose_response (serving_policy.py)
+        self.verbose_response = False  # the server's --verbose_response (graphrt/serving/policy.py)
         self.max_length = max_model_length(config.models_path)
         model_dir = None if is_gguf(config.models_path) else config.models_path
         self.defaults = {

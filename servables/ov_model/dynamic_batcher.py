@@ -56,7 +56,7 @@ QUEUE_SECONDS_BUCKETS = (1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.0
 
 @dataclass
 class BatchStats:
-    """What a batcher did, for /metrics (graphruntime/server/batch_metrics.py).
+    """What a batcher did, for /metrics (graphrt/observability/batch_metrics.py).
 
     A lone call (the idle path) only bumps `lone_rows`, a count per row count (~0.1 us instead
     of three histogram updates, which cost a lone caller ~10 us); `histograms()` folds them in

@@ -1,6 +1,6 @@
 """End-to-end fixtures: real `graphrt serve` processes and golden outputs from openvino-genai.
 
-Every server here is a separate `python -m graphruntime.server.cli serve ...` process on a free
+Every server here is a separate `python -m graphrt.cli.main serve ...` process on a free
 port, started once per session or module (a model load takes seconds), waited for through
 /v2/health/ready, and stopped with SIGTERM at teardown, which must exit with code 0.
 
@@ -78,7 +78,7 @@ class Server:
         self.args = [
             sys.executable,
             "-m",
-            "graphruntime.server.cli",
+            "graphrt.cli.main",
             "serve",
             "--rest_port",
             str(self.port),
@@ -410,7 +410,7 @@ class ExactServer(Server):
         self.args = [
             sys.executable,
             "-m",
-            "graphruntime.server.cli",
+            "graphrt.cli.main",
             "serve",
             "--rest_port",
             str(self.port),
@@ -517,9 +517,9 @@ def launch_exact(tmp_path_factory: pytest.TempPathFactory) -> LaunchExact:
 def graphrt_command(
     *args: str, cwd: Path, timeout: float = 120.0
 ) -> subprocess.CompletedProcess[str]:
-    """Run `graphrt ARGS...` (as `python -m graphruntime.server.cli`) to completion."""
+    """Run `graphrt ARGS...` (as `python -m graphrt.cli.main`) to completion."""
     return subprocess.run(
-        [sys.executable, "-m", "graphruntime.server.cli", *args],
+        [sys.executable, "-m", "graphrt.cli.main", *args],
         cwd=cwd,
         capture_output=True,
         text=True,

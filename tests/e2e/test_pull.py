@@ -30,7 +30,7 @@ def environment(tmp_path: Path) -> dict[str, str]:
 def graphrt(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`graphrt` as OVMS's command lines call `ovms`: no subcommand."""
     return subprocess.run(
-        [sys.executable, "-m", "graphruntime.server.cli", *args],
+        [sys.executable, "-m", "graphrt.cli.main", *args],
         env=environment(tmp_path),
         capture_output=True,
         text=True,
@@ -87,7 +87,7 @@ def test_pull_only_then_config_management_as_ovms(tmp_path: Path, smollm2_gguf: 
     assert listed.stdout.splitlines() == [REPO]
     env_repository = {"OVMS_MODEL_REPOSITORY_PATH": str(tmp_path / "models")}
     added = subprocess.run(
-        [sys.executable, "-m", "graphruntime.server.cli", "--add_to_config", "--model_name", REPO],
+        [sys.executable, "-m", "graphrt.cli.main", "--add_to_config", "--model_name", REPO],
         env={**environment(tmp_path), **env_repository},
         capture_output=True,
         text=True,

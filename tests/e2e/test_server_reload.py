@@ -193,7 +193,7 @@ def test_ovms_config_management_changes_a_running_server(
 
     def manage(*flags: str) -> None:
         done = subprocess.run(
-            [sys.executable, "-m", "graphruntime.server.cli", *flags,
+            [sys.executable, "-m", "graphrt.cli.main", *flags,
              "--config_path", str(repository.config), "--model_name", "managed"],
             capture_output=True, text=True, check=False,
         )  # fmt: skip

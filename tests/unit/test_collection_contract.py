@@ -44,4 +44,4 @@ def test_collection_needs_no_system_tool_and_deselects_the_system_tests(tmp_path
     collected = [line for line in result.stdout.splitlines() if "::" in line]
     assert collected
     assert not any(line.startswith(SYSTEM_MODULES) for line in collected)
-    assert "tests/unit/server/test_cli_graph.py::test_show_svg" not in collected
+    assert "tests/unit/app/test_cli_graph.py::test_show_svg" not in collected

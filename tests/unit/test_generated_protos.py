@@ -23,7 +23,7 @@ def test_generated_modules_match_proto_sources(tmp_path: Path) -> None:
         )
     committed_all = {
         p.relative_to(ROOT)
-        for package in ("graphruntime", "calculators", "servables")
+        for package in ("graphruntime", "calculators", "servables", "graphrt")
         for p in (ROOT / package).rglob("*_pb2*.py*")
     }
     assert committed_all == set(generated), "committed *_pb2 modules without a .proto source"

@@ -1,9 +1,10 @@
 """Dependencies point inward (design.md §3): this walks every import and enforces the table.
 
-graphruntime core imports only the stdlib and protobuf, and names no calculators/servables module
-in a string it could import by; servables never import graphruntime or calculators; calculators
-never import the application layer (graphruntime.server) or aiohttp; nothing outside
-graphruntime.server imports it.
+graphruntime, the graph library, imports only the stdlib and protobuf, and names no module of the
+layers above it in a string it could import by; servables never import graphruntime, calculators
+or the application; calculators never import the application (graphrt) or aiohttp; nothing below
+the application imports it; and inside the application, folders import only their own layer and
+the layers below (APP_LAYERS).
 """
 
 from __future__ import annotations
@@ -36,19 +37,18 @@ def top(name: str) -> str:
     return name.split(".")[0]
 
 
-def test_graphruntime_core_uses_only_stdlib_and_protobuf() -> None:
+def test_graphruntime_uses_only_stdlib_and_protobuf() -> None:
     for path in modules("graphruntime"):
-        if "server" in path.relative_to(ROOT / "graphruntime").parts:
-            continue
         for name in imports_of(path):
             allowed = top(name) in STDLIB or name.startswith(("google.protobuf", "graphruntime"))
-            allowed = allowed and not name.startswith("graphruntime.server")
             assert allowed, f"{path.relative_to(ROOT)} imports {name}"
 
 
 # Calls that import a module named by a string: the import statements above never see them.
+UPPER_LAYERS = {"calculators", "servables", "graphrt"}
 DYNAMIC_IMPORTS = {"import_module", "__import__", "find_spec", "spec_from_file_location"}
 # A string that names a module (or `module:attribute`) of the upper layers.
+# (Not graphrt's: "graphrt.calculators" is also the name of an entry-point group.)
 UPPER_LAYER_MODULE = re.compile(r"^(calculators|servables)(\.\w+)+(:\w+)?$")
 
 
@@ -81,7 +81,7 @@ def upper_layer_module_strings(source: str, label: str) -> list[str]:
         for constant in ast.walk(node):
             if isinstance(constant, ast.Constant) and isinstance(constant.value, str):
                 seen.add(id(constant))
-                if constant.value.split(".")[0].split(":")[0] in {"calculators", "servables"}:
+                if constant.value.split(".")[0].split(":")[0] in UPPER_LAYERS:
                     found.append((node.lineno, f"{name}({constant.value!r})"))
     for node in ast.walk(tree):
         if (
@@ -94,19 +94,17 @@ def upper_layer_module_strings(source: str, label: str) -> list[str]:
     return [f"{label}:{line}: {what}" for line, what in sorted(found)]
 
 
-def test_graphruntime_core_imports_no_upper_layer_by_name() -> None:
-    """The core never loads a calculator or servable module by name either (importlib, a module
-    path in a string): what a graph needs of them arrives through their own registration (entry
-    points, @register_calculator, the options_type a calculator declares). Only the application
-    layer, graphruntime/server/, wires packages together."""
+def test_graphruntime_imports_no_upper_layer_by_name() -> None:
+    """The graph library never loads a calculator, servable or application module by name either
+    (importlib, a module path in a string): what a graph needs of them arrives through their own
+    registration (entry points, @register_calculator, the options_type a calculator declares).
+    Only the application, graphrt/, wires packages together."""
     found = []
     for path in modules("graphruntime"):
-        if "server" in path.relative_to(ROOT / "graphruntime").parts:
-            continue
         found += upper_layer_module_strings(
             path.read_text(encoding="utf-8"), str(path.relative_to(ROOT))
         )
-    assert not found, "graphruntime core names upper-layer modules:\n" + "\n".join(found)
+    assert not found, "graphruntime names upper-layer modules:\n" + "\n".join(found)
 
 
 def test_the_name_scan_sees_dynamic_imports() -> None:
@@ -127,10 +125,10 @@ def test_the_name_scan_sees_dynamic_imports() -> None:
     ]
 
 
-def test_servables_do_not_import_graphs_or_the_server() -> None:
+def test_servables_do_not_import_graphs_or_the_application() -> None:
     for path in modules("servables"):
         for name in imports_of(path):
-            assert top(name) not in {"graphruntime", "calculators"}, (
+            assert top(name) not in {"graphruntime", "calculators", "graphrt"}, (
                 f"{path.relative_to(ROOT)} imports {name}"
             )
             assert not name.startswith("aiohttp.web"), f"{path.relative_to(ROOT)} imports {name}"
@@ -139,15 +137,14 @@ def test_servables_do_not_import_graphs_or_the_server() -> None:
 def test_calculators_do_not_import_the_application_layer() -> None:
     for path in modules("calculators"):
         for name in imports_of(path):
-            assert not name.startswith("graphruntime.server"), (
+            assert top(name) not in {"graphrt", "aiohttp", "grpc"}, (
                 f"{path.relative_to(ROOT)} imports {name}"
             )
-            assert top(name) not in {"aiohttp", "grpc"}, f"{path.relative_to(ROOT)} imports {name}"
 
 
 # ------------------------------------------------------------------ runtime imports and cycles
 
-PACKAGES = ("graphruntime", "calculators", "servables")
+PACKAGES = ("graphruntime", "calculators", "servables", "graphrt")
 
 # graphruntime's core, bottom to top: a module may import (at run time) its own layer and the
 # layers below it, never one above. Imports needed only for annotations go under TYPE_CHECKING.
@@ -278,11 +275,7 @@ def core_layer(name: str) -> int:
 
 
 def test_core_modules_import_only_their_layer_and_below() -> None:
-    core = [
-        name
-        for name in PROJECT_MODULES
-        if name.split(".")[0] == "graphruntime" and not name.startswith("graphruntime.server")
-    ]
+    core = [name for name in PROJECT_MODULES if name.split(".")[0] == "graphruntime"]
     for name in core:
         layer = core_layer(name)
         for imported in runtime_imports(name):
@@ -291,3 +284,51 @@ def test_core_modules_import_only_their_layer_and_below() -> None:
                 f"{name} (layer {layer}) imports {imported} (layer {core_layer(imported)}) at "
                 "run time; import it under TYPE_CHECKING if only annotations need it"
             )
+
+
+# The application, top to bottom: a folder (or top-level module) of graphrt may import at run time
+# its own layer and the layers below it, never one above. A new folder must be placed here.
+APP_LAYERS: tuple[tuple[str, ...], ...] = (
+    # the command line and `python -m graphrt`
+    ("cli", "__main__"),
+    # the composition root: starts the frontends over the repository, drains, stops
+    ("server",),
+    # the frontends, and the one map from errors to what they answer
+    ("http", "kserve", "error_map"),
+    # what is served: settings, repository, graph servables, policies
+    ("serving",),
+    # graphs written from flags and model layouts; metrics, tracing, request ids
+    ("export", "observability"),
+    # the application's errors; the package's import-time check
+    ("errors", "own_packages", "__init__"),
+)
+
+
+def app_layer(name: str) -> int:
+    relative = name.removeprefix("graphrt").lstrip(".") or "__init__"
+    head = relative.split(".")[0]
+    for index, layer in enumerate(APP_LAYERS):
+        if head in layer:
+            return index
+    raise AssertionError(f"{name} is in no layer: add it to APP_LAYERS in {Path(__file__).name}")
+
+
+def test_application_folders_import_only_their_layer_and_below() -> None:
+    for name in PROJECT_MODULES:
+        if name.split(".")[0] != "graphrt":
+            continue
+        layer = app_layer(name)
+        for imported in runtime_imports(name):
+            if imported.split(".")[0] != "graphrt" or imported == "graphrt":
+                continue
+            assert app_layer(imported) >= layer, (
+                f"{name} ({APP_LAYERS[layer][0]}) imports {imported} "
+                f"({APP_LAYERS[app_layer(imported)][0]}), a layer above it"
+            )
+
+
+def test_nothing_below_the_application_imports_it() -> None:
+    for package in ("graphruntime", "calculators", "servables"):
+        for path in modules(package):
+            for name in imports_of(path):
+                assert top(name) != "graphrt", f"{path.relative_to(ROOT)} imports {name}"

@@ -9,6 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = [
     "graphruntime",
+    "graphrt",
     "calculators",
     "servables",
     "benchmarks",
@@ -33,5 +34,7 @@ def test_ruff_lint_and_format() -> None:
 
 
 def test_mypy_strict() -> None:
-    result = run("mypy", "graphruntime", "calculators", "servables", "benchmarks", "tools")
+    result = run(
+        "mypy", "graphruntime", "calculators", "servables", "graphrt", "benchmarks", "tools"
+    )
     assert result.returncode == 0, result.stdout + result.stderr

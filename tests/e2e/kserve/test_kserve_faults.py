@@ -14,8 +14,8 @@ import httpx
 import numpy as np
 import pytest
 
-from graphruntime.server.kserve import grpc_predict_v2_pb2 as pb
-from graphruntime.server.kserve import grpc_predict_v2_pb2_grpc as pb_grpc
+from graphrt.kserve import grpc_predict_v2_pb2 as pb
+from graphrt.kserve import grpc_predict_v2_pb2_grpc as pb_grpc
 
 if TYPE_CHECKING:
     from conftest import KServeServer, Repository

@@ -14,8 +14,8 @@ import tritonclient.grpc as triton_grpc
 import tritonclient.http as triton_http
 from tritonclient.utils import InferenceServerException
 
-from graphruntime.server.kserve import grpc_predict_v2_pb2 as pb
-from graphruntime.server.kserve import grpc_predict_v2_pb2_grpc as pb_grpc
+from graphrt.kserve import grpc_predict_v2_pb2 as pb
+from graphrt.kserve import grpc_predict_v2_pb2_grpc as pb_grpc
 
 if TYPE_CHECKING:
     from conftest import KServeServer, Repository

@@ -21,8 +21,8 @@ import tritonclient.grpc.aio as triton_grpc_aio
 import tritonclient.http as triton_http
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
-from graphruntime.server.kserve import grpc_predict_v2_pb2 as pb
-from graphruntime.server.kserve import grpc_predict_v2_pb2_grpc as pb_grpc
+from graphrt.kserve import grpc_predict_v2_pb2 as pb
+from graphrt.kserve import grpc_predict_v2_pb2_grpc as pb_grpc
 
 if TYPE_CHECKING:
     from conftest import KServeServer, Repository

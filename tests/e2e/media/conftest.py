@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 
-from graphruntime.server.graph_export import TextGenerationSettings, text_generation_graph
-from graphruntime.server.media_graphs import TextToSpeechSettings, text2speech_graph
+from graphrt.export.media_graphs import TextToSpeechSettings, text2speech_graph
+from graphrt.export.text_graphs import TextGenerationSettings, text_generation_graph
 
 if TYPE_CHECKING:
     from conftest import ExactServer, LaunchExact

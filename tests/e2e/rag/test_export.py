@@ -114,7 +114,7 @@ def test_hugging_face_cross_encoder_export_scores_like_the_fixture(
 
 def graphrt(*args: str, cwd: Path, path: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "graphruntime.server.cli", *args],
+        [sys.executable, "-m", "graphrt.cli.main", *args],
         cwd=cwd,
         capture_output=True,
         text=True,

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from graphruntime.server.cli import build_parser
+from graphrt.cli.main import build_parser
 
 # Imported by name: these ship no type stubs (and their stubs are not test dependencies).
 jsonschema: Any = importlib.import_module("jsonschema")

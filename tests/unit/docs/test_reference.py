@@ -82,7 +82,7 @@ def test_every_metric_has_help(reference: ModuleType) -> None:
 def test_every_metric_the_server_renders_is_listed(reference: ModuleType) -> None:
     """What a fresh server's /metrics shows is in the reference (the AST scan misses nothing
     the registry itself defines)."""
-    from graphruntime.server.metrics import Metrics
+    from graphrt.observability.metrics import Metrics
 
     rendered = Metrics().render().decode()
     shown = {line.split()[2] for line in rendered.splitlines() if line.startswith("# HELP ")}

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from graphruntime.server import serving_policy
+from graphrt.serving import policy as serving_policy
 from servables.admission import HasAdmission
 from servables.embeddings.servable import EmbeddingsConfig, EmbeddingsServable
 from servables.encoders.batcher import BatchLimits, DynamicBatcher

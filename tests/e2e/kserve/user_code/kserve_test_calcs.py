@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from graphrt.kserve.types import InferRequest, InferResponse, tensor_from
 from graphruntime import (
     Calculator,
     CalculatorContext,
@@ -19,7 +20,6 @@ from graphruntime import (
     Output,
     calculator_function,
 )
-from graphruntime.server.kserve.types import InferRequest, InferResponse, tensor_from
 
 Array = np.ndarray[Any, Any]
 

@@ -1,0 +1,178 @@
+"""`graphrt export`: export_model.py's flags, and writing the model directory they ask for.
+
+Its own module so the command line's flag handling stays apart from the export itself
+(graphrt/export/), and from the other subcommands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from graphrt.cli.options import (
+    add_encoder_arguments,
+    add_media_arguments,
+    media_flags,
+    parse_bool,
+)
+from graphrt.export.media_graphs import MEDIA_TASKS
+from graphrt.export.media_tasks import DEFAULT_VOCODER, MediaExportSettings, export_media
+from graphrt.export.text_graphs import (
+    EmbeddingsSettings,
+    RerankSettings,
+    TextGenerationSettings,
+)
+from graphrt.export.text_tasks import (
+    ExportError,
+    ExportRequest,
+    export_encoder,
+    export_text_generation,
+)
+
+__all__ = ["add_export_arguments", "export_graph_settings", "run_export"]
+
+logger = logging.getLogger("graphrt")
+
+
+def export_graph_settings(
+    args: argparse.Namespace, plugin_config: dict[str, object]
+) -> TextGenerationSettings | EmbeddingsSettings | RerankSettings | MediaExportSettings:
+    if args.task in MEDIA_TASKS:
+        return MediaExportSettings(
+            task=args.task,
+            flags=media_flags(args),
+            target_device=args.target_device,
+            num_streams=args.num_streams,
+            plugin_config=plugin_config,
+            vocoder=args.vocoder,
+        )
+    if args.task == "embeddings_ov":
+        return EmbeddingsSettings(
+            models_path="",
+            target_device=args.target_device,
+            num_streams=args.num_streams,
+            normalize=args.normalize,
+            pooling=args.pooling,
+            truncate=args.truncate,
+            plugin_config=plugin_config,
+        )
+    if args.task == "rerank_ov":
+        return RerankSettings(
+            models_path="",
+            target_device=args.target_device,
+            num_streams=args.num_streams,
+            max_allowed_chunks=args.max_allowed_chunks,
+            plugin_config=plugin_config,
+        )
+    return TextGenerationSettings(
+        models_path="",
+        target_device=args.target_device,
+        max_num_seqs=args.max_num_seqs,
+        cache_size=args.cache_size,
+        enable_prefix_caching=args.enable_prefix_caching,
+        dynamic_split_fuse=not args.disable_dynamic_split_fuse,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        pipeline_type=args.pipeline_type,
+        kv_cache_precision=args.kv_cache_precision,
+        plugin_config=plugin_config,
+    )
+
+
+def run_export(args: argparse.Namespace) -> int:
+    plugin_config = json.loads(args.plugin_config) if args.plugin_config else {}
+    request = ExportRequest(
+        source_model=args.source_model,
+        model_repository_path=Path(args.model_repository_path),
+        config_file_path=Path(args.config_file_path) if args.config_file_path else None,
+        model_name=args.model_name,
+        weight_format=args.weight_format,
+        overwrite_models=args.overwrite_models,
+        graph=export_graph_settings(args, plugin_config),
+    )
+    try:
+        if args.task == "text_generation":
+            export_text_generation(request)
+        elif args.task in MEDIA_TASKS:
+            export_media(request)
+        else:
+            export_encoder(request, args.task)
+    except ExportError as error:
+        logger.error("%s", error)
+        return 1
+    return 0
+
+
+def add_export_arguments(export: argparse.ArgumentParser) -> None:
+    """export_model.py's tasks and their flags."""
+    export.add_argument(
+        "task",
+        choices=["text_generation", "embeddings_ov", "rerank_ov", *MEDIA_TASKS],
+        help="what the model is for: the graph written next to it",
+    )
+    export.add_argument(
+        "--source_model",
+        required=True,
+        help=".gguf file, OpenVINO IR directory, or Hugging Face model",
+    )
+    export.add_argument(
+        "--model_repository_path", default="models", help="where the model directory is written"
+    )
+    export.add_argument("--config_file_path", help="config.json to add the model to")
+    export.add_argument("--model_name", help="default: the source file or directory name")
+    export.add_argument(
+        "--weight-format",
+        dest="weight_format",
+        default="int8",
+        choices=["fp32", "fp16", "int8", "int4"],
+        help="for Hugging Face sources",
+    )
+    export.add_argument(
+        "--target_device", default="CPU", help="OpenVINO device written into graph.pbtxt"
+    )
+    export.add_argument("--max_num_seqs", type=int, default=256, help="sequences batched at once")
+    export.add_argument(
+        "--cache_size", type=int, default=0, help="KV cache in GB; 0 grows it on demand"
+    )
+    export.add_argument(
+        "--enable_prefix_caching",
+        type=parse_bool,
+        default=True,
+        help="reuse KV cache of shared prompt prefixes",
+    )
+    export.add_argument(
+        "--disable_dynamic_split_fuse",
+        action="store_true",
+        help="do not split long prompts over steps",
+    )
+    export.add_argument("--max_num_batched_tokens", type=int, help="tokens per engine step")
+    export.add_argument(
+        "--pipeline_type",
+        choices=["LM", "LM_CB", "VLM", "VLM_CB", "AUTO"],
+        help="AUTO infers it from the device and files",
+    )
+    export.add_argument(
+        "--kv_cache_precision",
+        choices=["u8", "u4", "f16", "bf16", "f32"],
+        help="KV cache element type",
+    )
+    export.add_argument("--plugin_config", help="JSON object of OpenVINO properties")
+    export.add_argument(
+        "--overwrite_models",
+        action="store_true",
+        help="replace a model directory that already exists",
+    )
+    add_encoder_arguments(export)
+    add_media_arguments(export)
+    export.add_argument(
+        "--vocoder",
+        default=DEFAULT_VOCODER,
+        help="text2speech: the SpeechT5 vocoder (a Hugging Face model or directory)",
+    )
+    export.add_argument(
+        "--skip_normalize",
+        dest="normalize",
+        action="store_false",
+        help="embeddings_ov: do not L2-normalise (export_model.py's flag)",
+    )

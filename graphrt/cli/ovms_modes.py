@@ -1,0 +1,182 @@
+"""OVMS's command-line modes besides serving, on `graphrt serve` (and plain `graphrt`).
+
+`--source_model` pulls a model from Hugging Face and serves it (`--pull`: pull only, see
+pull.py); `--configure` writes a local model's graph.pbtxt from the task flags without serving;
+`--list_models`, `--add_to_config` and `--remove_from_config` manage a model repository and its
+config.json (config_management.py). The flags and their checks are OVMS's
+(docs/parameters.md), so its quick starts run with `graphrt` in place of `ovms`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from graphrt.cli import config_management as configs
+from graphrt.cli.pull import PullError, PullRequest, pull
+from graphrt.server import StartupError, generated_graph
+from graphrt.serving.settings import ServerSettings
+
+logger = logging.getLogger("graphrt")
+
+# --add_to_config's model options, written to the entry as OVMS writes them.
+MODEL_OPTIONS = (
+    "batch_size",
+    "shape",
+    "layout",
+    "mean",
+    "scale",
+    "color_format",
+    "precision",
+    "model_version_policy",
+    "nireq",
+)
+JSON_OPTIONS = ("shape", "layout", "model_version_policy")
+
+
+def add_ovms_mode_arguments(serve: argparse.ArgumentParser) -> None:
+    modes = serve.add_argument_group("OVMS's pull, configure and config management modes")
+    modes.add_argument("--source_model", help="Hugging Face model to pull and serve (org/name)")
+    modes.add_argument(
+        "--model_repository_path",
+        help=f"where pulled models go and --list_models looks (default ${configs.REPOSITORY_ENV})",
+    )
+    modes.add_argument("--pull", action="store_true", help="pull --source_model, do not serve")
+    modes.add_argument("--gguf_filename", help="the .gguf file of a GGUF repository to pull")
+    modes.add_argument(
+        "--overwrite_models", action="store_true", help="pull again over a model already there"
+    )
+    modes.add_argument(
+        "--weight-format",
+        "--weight_format",
+        dest="weight_format",
+        default="int8",
+        choices=["fp32", "fp16", "int8", "int4", "mxfp4", "nf4"],
+        help="weights of a model converted with optimum-cli (default int8)",
+    )
+    modes.add_argument(
+        "--extra_quantization_params", default="", help="more optimum-cli export arguments"
+    )
+    modes.add_argument(
+        "--configure", action="store_true", help="write --model_path's graph.pbtxt, do not serve"
+    )
+    modes.add_argument("--list_models", action="store_true", help="list a repository's models")
+    modes.add_argument(
+        "--add_to_config", action="store_true", help="add --model_name to config.json"
+    )
+    modes.add_argument(
+        "--remove_from_config", action="store_true", help="remove --model_name from config.json"
+    )
+    for option in MODEL_OPTIONS:
+        modes.add_argument(
+            f"--{option}",
+            type=int if option == "nireq" else str,
+            help=f"--add_to_config: the model's {option}",
+        )
+
+
+def _refuse(args: argparse.Namespace) -> None:
+    """OVMS's rules for which modes go together."""
+    pulling = bool(args.source_model) or args.pull
+    for mode in ("list_models", "add_to_config", "remove_from_config"):
+        if getattr(args, mode) and (pulling or args.task):
+            raise StartupError(f"--{mode} cannot be used with --pull, --source_model or --task")
+    if args.list_models and (args.add_to_config or args.remove_from_config):
+        raise StartupError(
+            "--list_models cannot be used with --add_to_config or --remove_from_config"
+        )
+    if args.remove_from_config and args.model_path:
+        raise StartupError("--model_path cannot be used with --remove_from_config")
+    if args.configure and not args.model_path:
+        raise StartupError("--configure requires --model_path")
+    if args.configure and (pulling or args.model_name):
+        raise StartupError("--configure cannot be used with --pull, --source_model or --model_name")
+    if args.pull and not args.source_model:
+        raise StartupError("--pull requires --source_model")
+
+
+def _model_options(args: argparse.Namespace) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for option in MODEL_OPTIONS:
+        value = getattr(args, option)
+        if value is None:
+            continue
+        if option in JSON_OPTIONS and isinstance(value, str) and value.lstrip().startswith("{"):
+            try:
+                value = json.loads(value)
+            except ValueError as error:
+                raise StartupError(f"--{option} is not valid JSON: {error}") from error
+        options[option] = value
+    if args.target_device != "CPU":
+        options["target_device"] = args.target_device
+    if args.plugin_config:
+        options["plugin_config"] = json.loads(args.plugin_config)
+    return options
+
+
+def run_mode(args: argparse.Namespace, settings: ServerSettings) -> int | None:
+    """Do the mode the flags ask for: an exit status, or None to go on and serve (after a pull,
+    with `args.model_path` set to the pulled model)."""
+    _refuse(args)
+    try:
+        if args.list_models:
+            repository = configs.default_repository(args.model_repository_path)
+            if repository is None:
+                raise StartupError("--list_models needs --model_repository_path")
+            for name in configs.list_models(repository):
+                print(name)
+            return 0
+        if args.add_to_config or args.remove_from_config:
+            if not args.model_name:
+                raise StartupError("--model_name is needed to change config.json")
+            config_path = configs.config_file(args.config_path)
+            if args.add_to_config:
+                repository = configs.default_repository(args.model_repository_path)
+                base = configs.model_base_path(
+                    config_path, args.model_name, args.model_path, repository
+                )
+                configs.add_to_config(config_path, args.model_name, base, _model_options(args))
+            else:
+                configs.remove_from_config(config_path, args.model_name)
+            print(f"Config updated: {config_path}")
+            return 0
+        if args.configure:
+            path = Path(args.model_path)
+            text = generated_graph(settings, path.resolve(), "./")
+            (path / "graph.pbtxt").write_text(text, encoding="utf-8")
+            print(f"Graph written: {path / 'graph.pbtxt'}")
+            return 0
+        if args.source_model:
+            return _pull_and_maybe_serve(args, settings)
+    except configs.ConfigManagementError as error:
+        raise StartupError(str(error)) from None
+    return None
+
+
+def _pull_and_maybe_serve(args: argparse.Namespace, settings: ServerSettings) -> int | None:
+    repository = configs.default_repository(args.model_repository_path)
+    if repository is None:
+        raise StartupError("--source_model needs --model_repository_path (where models go)")
+    request = PullRequest(
+        source_model=args.source_model,
+        repository=repository,
+        gguf_filename=args.gguf_filename,
+        overwrite_models=args.overwrite_models,
+        weight_format=args.weight_format,
+        extra_quantization_params=args.extra_quantization_params,
+        task=args.task,
+    )
+    try:
+        model_dir = pull(request, lambda path, where: generated_graph(settings, path, where))
+    except PullError as error:
+        raise StartupError(str(error)) from None
+    if args.pull:
+        print(f"Model pulled: {model_dir}", file=sys.stdout)
+        return 0
+    args.model_path = str(model_dir)
+    args.model_name = args.model_name or args.source_model
+    return None

@@ -1,0 +1,324 @@
+"""`graphrt serve`: OVMS's flags, the server settings they make, and starting the server.
+
+Its own module because the serve flags are the longest list of the command line (OVMS's names
+and defaults, so existing command lines work unchanged); cli.py only assembles the parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+
+from graphrt.cli.options import (
+    add_encoder_arguments,
+    add_media_arguments,
+    load_user_code,
+    media_flags,
+    parse_bool,
+)
+from graphrt.cli.ovms_modes import add_ovms_mode_arguments, run_mode
+from graphrt.export.text_graphs import TASKS
+from graphrt.own_packages import other_owners
+from graphrt.server import StartupError, serve
+from graphrt.serving.settings import ServerSettings
+
+__all__ = ["add_serve_arguments", "run", "settings_from"]
+
+logger = logging.getLogger("graphrt")
+
+
+def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
+    """OVMS's flag names and defaults, so existing command lines work unchanged."""
+    add_ovms_mode_arguments(serve)
+    serve.add_argument("--rest_port", type=int, default=8000, help="HTTP port (default 8000)")
+    serve.add_argument("--port", type=int, default=0, help="KServe gRPC port (0 = off)")
+    serve.add_argument(
+        "--rest_bind_address",
+        default="127.0.0.1",
+        help="address to listen on; 127.0.0.1 by default (OVMS uses 0.0.0.0): pass 0.0.0.0 to "
+        "accept connections from other machines",
+    )
+    serve.add_argument(
+        "--grpc_bind_address", default="127.0.0.1", help="KServe gRPC listen address"
+    )
+    serve.add_argument("--config_path", help="OVMS config.json with mediapipe_config_list")
+    serve.add_argument(
+        "--model_path", help="model directory (with or without graph.pbtxt) or .gguf"
+    )
+    serve.add_argument("--model_name", help="name clients use in the `model` field")
+    serve.add_argument(
+        "--task",
+        choices=TASKS,
+        help="graph to generate for --model_path (default: inferred from the model's files)",
+    )
+    serve.add_argument("--target_device", default="CPU", help="OpenVINO device")
+    serve.add_argument(
+        "--cache_size",
+        type=int,
+        default=0,
+        help="KV cache in GB; 0 = grow on demand (the prefix cache then keeps little of "
+        "earlier requests)",
+    )
+    serve.add_argument("--max_num_seqs", type=int, default=256, help="sequences batched at once")
+    serve.add_argument(
+        "--max_num_batched_tokens", type=int, help="tokens per engine step (engine default 256)"
+    )
+    serve.add_argument(
+        "--enable_prefix_caching",
+        type=parse_bool,
+        default=True,
+        help="reuse KV cache of shared prompt prefixes",
+    )
+    serve.add_argument(
+        "--dynamic_split_fuse", type=parse_bool, default=True, help="split long prompts over steps"
+    )
+    serve.add_argument(
+        "--pipeline_type",
+        choices=["LM", "LM_CB", "VLM", "VLM_CB", "AUTO"],
+        help="AUTO infers it from the device and files",
+    )
+    serve.add_argument(
+        "--kv_cache_precision",
+        choices=["u8", "u4", "f16", "bf16", "f32"],
+        help="KV cache element type (engine default u8)",
+    )
+    serve.add_argument("--plugin_config", help="JSON object of OpenVINO properties")
+    serve.add_argument("--draft_source_model", help="draft model path for speculative decoding")
+    serve.add_argument(
+        "--max_tokens_limit", type=int, help="upper limit for a request's max_tokens"
+    )
+    serve.add_argument(
+        "--tool_parser",
+        help="tool-call parser (hermes3, llama3, mistral, phi4, qwen3coder, gptoss, ...); "
+        "default: detected from the chat template; none: off",
+    )
+    serve.add_argument(
+        "--reasoning_parser",
+        help="reasoning parser (qwen3, gptoss); default: detected from the chat template; "
+        "none: off",
+    )
+    serve.add_argument(
+        "--enable_tool_guided_generation",
+        type=parse_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="constrain tool calls to the tools' schemas with the parser's grammar",
+    )
+    serve.add_argument(
+        "--lora_modules",
+        "--lora-modules",
+        dest="lora_modules",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="NAME=PATH",
+        help="LoRA adapters for the LLM of --model_path/--source_model, each served under its "
+        "name (vLLM's flag): name=path[,name=path] or a JSON object {name, path, alpha}; path is "
+        "a PEFT directory or a .safetensors file",
+    )
+    serve.add_argument(
+        "--file_system_poll_wait_seconds",
+        type=float,
+        default=1.0,
+        help="config.json polling interval; 0 turns reload polling off",
+    )
+    serve.add_argument(
+        "--shutdown_timeout",
+        type=float,
+        default=30.0,
+        help="seconds in-flight requests get to finish on SIGTERM",
+    )
+    serve.add_argument(
+        "--max_request_size",
+        type=int,
+        default=32 * 1024 * 1024,
+        help="largest request body in bytes (larger ones get 413)",
+    )
+    serve.add_argument(
+        "--api_key_file", help="file whose first line is the API key (else $API_KEY)"
+    )
+    serve.add_argument(
+        "--metrics_enable", action="store_true", help="serve GET /metrics (Prometheus)"
+    )
+    serve.add_argument(
+        "--metrics_list", default="", help="comma-separated OVMS metrics to show (default: all)"
+    )
+    serve.add_argument("--allowed_origins", default="*", help="CORS: allowed origins")
+    serve.add_argument("--allowed_methods", default="*", help="CORS: allowed methods")
+    serve.add_argument("--allowed_headers", default="*", help="CORS: allowed headers")
+    serve.add_argument(
+        "--allow_credentials", type=parse_bool, default=False, help="CORS: allow credentials"
+    )
+    serve.add_argument(
+        "--allowed_local_media_path", help="folder request images may be read from (default: none)"
+    )
+    serve.add_argument(
+        "--allowed_media_domains", help="comma-separated hosts image URLs may use; 'all': any"
+    )
+    serve.add_argument(
+        "--media_download_timeout",
+        type=float,
+        default=10.0,
+        help="seconds an image URL download may take",
+    )
+    add_encoder_arguments(serve)
+    add_media_arguments(serve)
+    serve.add_argument(
+        "--max_engine_restarts",
+        type=int,
+        default=5,
+        help="restarts of a servable's engine process allowed within --engine_restart_window; "
+        "past that it stays down (0 = never restart)",
+    )
+    serve.add_argument(
+        "--engine_restart_window",
+        type=float,
+        default=300.0,
+        help="seconds over which --max_engine_restarts counts",
+    )
+    serve.add_argument(
+        "--max_queued_requests",
+        type=int,
+        default=1024,
+        help="requests that may wait for a servable's engine beyond its batch; more get 503 "
+        "(a graph may set its own with '# GRAPHRT_MAX_QUEUED_REQUESTS: N')",
+    )
+    serve.add_argument(
+        "--max_audio_seconds",
+        type=float,
+        default=3600.0,
+        help="longest audio file speech-to-text graphs take, in seconds (longer: 400)",
+    )
+    serve.add_argument(
+        "--verbose_response",
+        type=parse_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="LLM answers carry `__verbose`: the prompt after the chat template and the raw "
+        "output, special tokens kept (OVMS's debugging aid)",
+    )
+    serve.add_argument("--rest_workers", type=int, help="accepted for OVMS compatibility; unused")
+    serve.add_argument(
+        "--log_level",
+        choices=["TRACE", "DEBUG", "INFO", "WARNING", "ERROR"],
+        default=argparse.SUPPRESS,
+        help="log level (also accepted before the subcommand; default INFO)",
+    )
+    serve.add_argument(
+        "--graph_stats",
+        type=parse_bool,
+        default=True,
+        help="gather live per-node figures for the /graphs page (default true)",
+    )
+    serve.add_argument(
+        "--trace_dir",
+        help="profile every graph and write Chrome trace-event files (Perfetto) into DIR",
+    )
+    serve.add_argument(
+        "--tracing",
+        type=parse_bool,
+        default=False,
+        help="send OpenTelemetry traces (needs graphrt[tracing]; the exporter is configured by "
+        "the standard OTEL_* environment variables, OTLP by default)",
+    )
+
+
+def settings_from(args: argparse.Namespace) -> ServerSettings:
+    api_key = os.environ.get("API_KEY") or None
+    if args.api_key_file:
+        with open(args.api_key_file, encoding="utf-8") as file:
+            api_key = file.readline().strip()
+        if not api_key:
+            raise StartupError(f"--api_key_file {args.api_key_file}: the first line is empty")
+    for flag in ("max_engine_restarts", "max_queued_requests"):
+        if getattr(args, flag) < 0:
+            raise StartupError(f"--{flag} must be 0 or more")
+    if args.max_audio_seconds <= 0:
+        raise StartupError("--max_audio_seconds must be a positive number of seconds")
+    if args.engine_restart_window <= 0:
+        raise StartupError("--engine_restart_window must be a positive number of seconds")
+    return ServerSettings(
+        rest_port=args.rest_port,
+        port=args.port,
+        rest_bind_address=args.rest_bind_address,
+        grpc_bind_address=args.grpc_bind_address,
+        config_path=args.config_path,
+        model_path=args.model_path,
+        model_name=args.model_name,
+        task=args.task,
+        log_level=args.log_level,
+        file_system_poll_wait_seconds=args.file_system_poll_wait_seconds,
+        shutdown_timeout=args.shutdown_timeout,
+        max_request_size=args.max_request_size,
+        api_key=api_key,
+        metrics_enable=args.metrics_enable,
+        metrics_list=[m for m in args.metrics_list.split(",") if m],
+        allowed_origins=args.allowed_origins,
+        allowed_methods=args.allowed_methods,
+        allowed_headers=args.allowed_headers,
+        allow_credentials=args.allow_credentials,
+        allowed_local_media_path=args.allowed_local_media_path,
+        media_download_timeout=args.media_download_timeout,
+        allowed_media_domains=args.allowed_media_domains.split(",")
+        if args.allowed_media_domains
+        else None,
+        target_device=args.target_device,
+        cache_size=args.cache_size,
+        max_num_seqs=args.max_num_seqs,
+        enable_prefix_caching=args.enable_prefix_caching,
+        dynamic_split_fuse=args.dynamic_split_fuse,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        pipeline_type=args.pipeline_type,
+        kv_cache_precision=args.kv_cache_precision,
+        plugin_config=args.plugin_config,
+        draft_source_model=args.draft_source_model,
+        max_tokens_limit=args.max_tokens_limit,
+        graph_stats=args.graph_stats,
+        trace_dir=args.trace_dir,
+        tracing=args.tracing,
+        max_engine_restarts=args.max_engine_restarts,
+        engine_restart_window=args.engine_restart_window,
+        max_queued_requests=args.max_queued_requests,
+        max_audio_seconds=args.max_audio_seconds,
+        subgraph_paths=tuple(args.subgraph_path),
+        verbose_response=args.verbose_response,
+        num_streams=args.num_streams,
+        pooling=args.pooling,
+        normalize=args.normalize,
+        truncate=args.truncate,
+        max_allowed_chunks=args.max_allowed_chunks,
+        tool_parser=args.tool_parser,
+        reasoning_parser=args.reasoning_parser,
+        enable_tool_guided_generation=args.enable_tool_guided_generation,
+        lora_modules=tuple(args.lora_modules),
+        media=media_flags(args),
+    )
+
+
+def warn_about_shared_names() -> None:
+    for name, others in other_owners().items():
+        logger.warning(
+            "the distribution(s) %s also install a top-level '%s' package: theirs and graphrt's "
+            "share one directory and may overwrite each other's files; install graphrt in its "
+            "own virtual environment",
+            ", ".join(others),
+            name,
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until stopped; 1 when the server cannot start."""
+    warn_about_shared_names()
+    try:
+        load_user_code(args.python_path, args.imports)
+        status = run_mode(args, settings_from(args))
+        if status is not None:
+            return status
+        return asyncio.run(serve(settings_from(args)))  # after a pull, of the pulled model
+    except (StartupError, OSError) as error:
+        logger.error("%s", error)
+        return 1

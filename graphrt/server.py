@@ -1,0 +1,346 @@
+"""Run the server: decide what to serve, listen, load, and shut down gracefully.
+
+The REST port opens before models load, so /v2/health/live answers at once and
+/v2/health/ready turns 200 when every servable is AVAILABLE (as in OVMS). On SIGINT/SIGTERM the
+server stops accepting, lets in-flight requests and streams finish for up to --shutdown_timeout
+seconds, stops the engine processes and returns 0. Engine processes do not take these signals
+themselves (servables.engine.lifetime), so signalling the whole process group drains the same
+way. A second SIGINT/SIGTERM during the drain ends the process at once with 128 + the signal's
+number (130 for SIGINT, 143 for SIGTERM, as a shell reports a process the signal killed); its
+engine processes die with it, as they do whenever their frontend disappears.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from calculators.llm.media import MEDIA_POLICY
+from graphrt.export.lora_modules import LoraModulesError, parse_lora_modules, with_lora_modules
+from graphrt.export.media_graphs import (
+    MEDIA_TASKS,
+    CompositeLoraSetting,
+    LoraSetting,
+    media_graph,
+    parse_source_loras,
+)
+from graphrt.export.text_graphs import (
+    EmbeddingsSettings,
+    RerankSettings,
+    TextGenerationSettings,
+    embeddings_graph,
+    infer_task,
+    rerank_graph,
+    text_generation_graph,
+)
+from graphrt.http.app import create_app
+from graphrt.kserve.dataplane import KServeDataPlane
+from graphrt.kserve.grpc_server import start_grpc_server
+from graphrt.observability.batch_metrics import BatchCollector, batched_models
+from graphrt.observability.encoder_metrics import EncoderCollector, encoder_servables
+from graphrt.observability.metrics import EngineCollector, Metrics, SupervisionCollector
+from graphrt.observability.observation import ObservationSettings
+from graphrt.observability.pipeline_metrics import PipelineCollector, pipeline_servables
+from graphrt.serving import default_model, heap
+from graphrt.serving.graph_servable import GraphDefinition
+from graphrt.serving.model_repository import (
+    ConfigFileError,
+    ModelRepository,
+    ServableDefinition,
+    read_config,
+)
+from graphrt.serving.policy import ServingPolicy
+from graphrt.serving.settings import ServerSettings
+from servables.audio.codec import AudioLimits
+from servables.media.sources import MediaPolicy
+from servables.supervision import RestartPolicy
+
+logger = logging.getLogger("graphrt")
+
+
+class StartupError(Exception):
+    """The settings do not describe anything servable; the message says what to change."""
+
+
+def plugin_config_of(settings: ServerSettings) -> dict[str, object]:
+    if not settings.plugin_config:
+        return {}
+    try:
+        plugin_config = json.loads(settings.plugin_config)
+    except ValueError as error:
+        raise StartupError(f"--plugin_config is not valid JSON: {error}") from error
+    if not isinstance(plugin_config, dict):
+        raise StartupError("--plugin_config must be a JSON object")
+    return plugin_config
+
+
+def encoder_graph(settings: ServerSettings, models_path: str, task: str) -> str:
+    """OVMS's embeddings or rerank graph for a model directory, from the CLI flags."""
+    if task == "embeddings":
+        return embeddings_graph(
+            EmbeddingsSettings(
+                models_path=models_path,
+                target_device=settings.target_device,
+                num_streams=settings.num_streams,
+                normalize=settings.normalize,
+                pooling=settings.pooling,
+                truncate=settings.truncate,
+                plugin_config=plugin_config_of(settings),
+            )
+        )
+    return rerank_graph(
+        RerankSettings(
+            models_path=models_path,
+            target_device=settings.target_device,
+            num_streams=settings.num_streams,
+            max_allowed_chunks=settings.max_allowed_chunks,
+            plugin_config=plugin_config_of(settings),
+        )
+    )
+
+
+def media_graph_for(settings: ServerSettings, models_path: str, task: str) -> str:
+    """OVMS's image or audio graph for a model directory, from the task flags; LoRA adapters
+    are used where they are (local .safetensors files)."""
+    loras: list[LoraSetting] = []
+    composites: list[CompositeLoraSetting] = []
+    if settings.media.source_loras:
+        try:
+            sources, composites = parse_source_loras(settings.media.source_loras)
+        except ValueError as error:
+            raise StartupError(str(error)) from error
+        for source in sources:
+            file = Path(source.source).expanduser()
+            if not file.is_file():
+                raise StartupError(
+                    f"--source_loras {source.alias}: {source.source} is not a local file "
+                    "(`graphrt export image_generation` downloads adapters)"
+                )
+            loras.append(LoraSetting(source.alias, str(file.resolve()), source.alpha))
+    return media_graph(
+        task,
+        models_path,
+        settings.media,
+        settings.target_device,
+        settings.num_streams,
+        plugin_config_of(settings),
+        loras,
+        composites,
+    )
+
+
+def single_model_definition(settings: ServerSettings, path: Path, name: str) -> GraphDefinition:
+    """A model directory with graph.pbtxt is used as is; otherwise OVMS's graph is generated."""
+    path = path.resolve()
+    if not path.exists():
+        raise StartupError(f"--model_path {path} does not exist")
+    own_graph = path / "graph.pbtxt"
+    if own_graph.is_file() and not settings.lora_modules:
+        return GraphDefinition(name=name, base_path=path, graph_path=own_graph)
+    base = path if path.is_dir() else path.parent
+    text = (
+        own_graph.read_text(encoding="utf-8")
+        if own_graph.is_file()
+        else generated_graph(settings, path)
+    )
+    if settings.lora_modules:
+        try:
+            text = with_lora_modules(text, parse_lora_modules(list(settings.lora_modules)))
+        except LoraModulesError as error:
+            raise StartupError(str(error)) from None
+    return GraphDefinition(name=name, base_path=base, graph_text=text)
+
+
+def generated_graph(settings: ServerSettings, path: Path, models_path: str | None = None) -> str:
+    """OVMS's graph for the model at `path` (a directory or a .gguf), its task given or inferred,
+    its options from the flags; `models_path` is what the graph names (default: `path`)."""
+    task = settings.task or infer_task(path)
+    where = models_path or str(path)
+    if task != "text_generation" and not path.is_dir():
+        raise StartupError(f"--task {task} needs a model directory, not {path}")
+    logger.info("serving %s as a %s model", path, task)
+    if task in MEDIA_TASKS:
+        return media_graph_for(settings, where, task)
+    if task != "text_generation":
+        return encoder_graph(settings, where, task)
+    return text_generation_graph(
+        TextGenerationSettings(
+            models_path=where,
+            target_device=settings.target_device,
+            max_num_seqs=settings.max_num_seqs,
+            cache_size=settings.cache_size,
+            enable_prefix_caching=settings.enable_prefix_caching,
+            dynamic_split_fuse=settings.dynamic_split_fuse,
+            max_num_batched_tokens=settings.max_num_batched_tokens,
+            pipeline_type=settings.pipeline_type,
+            kv_cache_precision=settings.kv_cache_precision,
+            plugin_config=plugin_config_of(settings),
+            draft_models_path=settings.draft_source_model,
+            max_tokens_limit=settings.max_tokens_limit,
+            tool_parser=settings.tool_parser,
+            reasoning_parser=settings.reasoning_parser,
+            enable_tool_guided_generation=settings.enable_tool_guided_generation,
+        )
+    )
+
+
+def definitions_for(
+    settings: ServerSettings,
+) -> tuple[list[ServableDefinition], Path | None]:
+    """What to serve, and the config file to watch (None in single-model modes)."""
+    if settings.config_path and settings.model_path:
+        raise StartupError("--config_path and --model_path cannot be used together")
+    if settings.config_path and settings.lora_modules:
+        raise StartupError(
+            "--lora_modules is for --model_path or --source_model; a config.json graph lists its "
+            "adapters in the LLM node's lora_adapters option"
+        )
+    if settings.config_path:
+        path = Path(settings.config_path).resolve()
+        try:
+            return read_config(path), path
+        except ConfigFileError as error:
+            raise StartupError(error.message) from error
+    if settings.model_path:
+        name = settings.model_name or Path(settings.model_path).stem
+        return [single_model_definition(settings, Path(settings.model_path), name)], None
+    path = default_model.default_model_path()
+    name = settings.model_name or default_model.NAME
+    logger.info("no model given: serving the embedded default model %s", name)
+    return [single_model_definition(settings, path, name)], None
+
+
+def media_policy(settings: ServerSettings) -> MediaPolicy:
+    """Where request images may come from (data URLs always; files and URLs only if allowed)."""
+    try:
+        return MediaPolicy.from_flags(
+            settings.allowed_local_media_path,
+            settings.allowed_media_domains,
+            settings.media_download_timeout,
+        )
+    except ValueError as error:
+        raise StartupError(str(error)) from error
+
+
+def start_tracing() -> Any:
+    """graphrt.observability.tracing.Tracing, configured from OTEL_*; imported only when asked."""
+    try:
+        from graphrt.observability import tracing
+    except ImportError as error:
+        raise StartupError(
+            f"--tracing needs the OpenTelemetry packages: pip install 'graphrt[tracing]' ({error})"
+        ) from error
+    return tracing.Tracing(tracing.configure())
+
+
+def serving_policy(settings: ServerSettings) -> ServingPolicy:
+    return ServingPolicy(
+        RestartPolicy(
+            max_restarts=settings.max_engine_restarts, window=settings.engine_restart_window
+        ),
+        settings.max_queued_requests,
+        AudioLimits(settings.max_audio_seconds),
+        settings.subgraph_paths,
+        settings.verbose_response,
+    )
+
+
+def exit_now(signum: int) -> None:
+    """The second signal: no more waiting for anything (engines die with this process)."""
+    logger.warning(
+        "%s during shutdown: exiting now with code %d", signal.Signals(signum).name, 128 + signum
+    )
+    logging.shutdown()
+    os._exit(128 + signum)
+
+
+async def serve(settings: ServerSettings) -> int:
+    loop = asyncio.get_running_loop()
+    definitions, config_path = await asyncio.to_thread(definitions_for, settings)
+    metrics = Metrics(settings.metrics_list)
+    tracing = start_tracing() if settings.tracing else None
+    observation = ObservationSettings(
+        graph_stats=settings.graph_stats, trace_dir=settings.trace_dir, tracing=tracing
+    )
+    repository = ModelRepository(
+        config_path,
+        drain_timeout=settings.shutdown_timeout,
+        request_listeners=[metrics, *([tracing] if tracing else [])],
+        services={MEDIA_POLICY: media_policy(settings)},
+        observation=observation,
+        policy=serving_policy(settings),
+    )
+    metrics.registry.register(EngineCollector(repository.llm_servables))
+    metrics.registry.register(SupervisionCollector(repository.supervisors))
+    metrics.registry.register(
+        PipelineCollector(lambda: pipeline_servables(repository.servables.values()))
+    )
+    metrics.registry.register(
+        EncoderCollector(lambda: encoder_servables(repository.servables.values()))
+    )
+    metrics.registry.register(BatchCollector(lambda: batched_models(repository.models.values())))
+    dataplane = KServeDataPlane(repository, metrics)
+    app = create_app(
+        repository, settings, metrics, dataplane, tracing.middleware if tracing else None
+    )
+    runner = web.AppRunner(
+        app,
+        handler_cancellation=True,
+        shutdown_timeout=settings.shutdown_timeout,
+        access_log=None,
+    )
+    await runner.setup()
+    site = web.TCPSite(runner, settings.rest_bind_address, settings.rest_port)
+    await site.start()
+    logger.info(
+        "REST server listening on http://%s:%d", settings.rest_bind_address, settings.rest_port
+    )
+    grpc_server = None
+    if settings.port:
+        grpc_server = await start_grpc_server(
+            dataplane,
+            settings.grpc_bind_address,
+            settings.port,
+            settings.max_request_size,
+            [tracing.grpc_interceptor()] if tracing else [],
+        )
+        logger.info(
+            "gRPC server (KServe v2) listening on %s:%d", settings.grpc_bind_address, settings.port
+        )
+
+    stop = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    loader = asyncio.create_task(repository.apply(definitions))
+    loader.add_done_callback(heap.settle_after)
+    poller = None
+    if config_path is not None and settings.file_system_poll_wait_seconds > 0:
+        poller = asyncio.create_task(repository.poll(settings.file_system_poll_wait_seconds))
+    await stop.wait()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, exit_now, signum)
+
+    logger.info(
+        "shutting down: finishing in-flight requests (up to %.0f s)", settings.shutdown_timeout
+    )
+    dataplane.shutting_down = True
+    for task in (poller, loader):
+        if task is not None:
+            task.cancel()
+    # Both transports drain their in-flight calls at the same time, within --shutdown_timeout.
+    await asyncio.gather(
+        runner.cleanup(),
+        *([grpc_server.stop(settings.shutdown_timeout)] if grpc_server is not None else []),
+    )
+    await repository.close()
+    if tracing is not None:
+        tracing.shutdown()
+    logger.info("stopped")
+    return 0

@@ -1,0 +1,69 @@
+"""Server settings, with OVMS's flag names and defaults (where they are safe)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from graphrt.export.media_graphs import MediaFlags
+
+
+@dataclass
+class ServerSettings:
+    rest_port: int = 8000
+    port: int = 0  # gRPC; 0 = off
+    rest_bind_address: str = "127.0.0.1"  # OVMS binds 0.0.0.0; we do not expose by default
+    grpc_bind_address: str = "127.0.0.1"
+    config_path: str | None = None
+    model_path: str | None = None
+    model_name: str | None = None
+    task: str | None = None
+    log_level: str = "INFO"
+    file_system_poll_wait_seconds: float = 1.0
+    shutdown_timeout: float = 30.0
+    max_request_size: int = 32 * 1024 * 1024
+    api_key: str | None = None
+    metrics_enable: bool = False
+    metrics_list: list[str] = field(default_factory=list)
+    allowed_origins: str = "*"
+    allowed_methods: str = "*"
+    allowed_headers: str = "*"
+    allow_credentials: bool = False
+    allowed_local_media_path: str | None = None
+    allowed_media_domains: list[str] | None = None
+    media_download_timeout: float = 10.0  # seconds for one image URL download
+    # text_generation graph flags for single-model mode
+    target_device: str = "CPU"
+    cache_size: int = 0
+    max_num_seqs: int = 256
+    enable_prefix_caching: bool = True
+    dynamic_split_fuse: bool = True
+    max_num_batched_tokens: int | None = None
+    pipeline_type: str | None = None
+    kv_cache_precision: str | None = None
+    plugin_config: str | None = None
+    draft_source_model: str | None = None
+    max_tokens_limit: int | None = None
+    # Watching graphs run: the live graph page, the profiler, OpenTelemetry traces.
+    graph_stats: bool = True
+    trace_dir: str | None = None
+    tracing: bool = False
+    # faults: engine restarts and back-pressure (graphrt.serving.policy)
+    max_engine_restarts: int = 5
+    engine_restart_window: float = 300.0
+    max_queued_requests: int = 1024
+    max_audio_seconds: float = 3600.0  # longest upload speech to text takes
+    subgraph_paths: tuple[str, ...] = ()  # searched for subgraph files by every graph
+    verbose_response: bool = False  # LLM answers carry OVMS's __verbose {prompt, content}
+    # embeddings / rerank graph flags for single-model mode
+    num_streams: int = 1
+    pooling: str | None = None  # None: the model's 1_Pooling/config.json, else CLS
+    normalize: bool = True
+    truncate: bool = False
+    max_allowed_chunks: int | None = None
+    # image generation / speech2text / text2speech graph flags for single-model mode
+    media: MediaFlags = field(default_factory=MediaFlags)
+    # agents: output parsers
+    tool_parser: str | None = None
+    reasoning_parser: str | None = None
+    enable_tool_guided_generation: bool = False
+    lora_modules: tuple[str, ...] = ()  # --lora_modules values, as given (see lora_modules.py)
