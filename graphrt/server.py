@@ -45,7 +45,8 @@ from graphrt.kserve.dataplane import KServeDataPlane
 from graphrt.kserve.grpc_server import start_grpc_server
 from graphrt.observability.batch_metrics import BatchCollector, batched_models
 from graphrt.observability.encoder_metrics import EncoderCollector, encoder_servables
-from graphrt.observability.metrics import EngineCollector, Metrics, SupervisionCollector
+from graphrt.observability.engine_metrics import EngineCollector, ServerCollector, engines_of
+from graphrt.observability.metrics import Metrics, SupervisionCollector
 from graphrt.observability.observation import ObservationSettings
 from graphrt.observability.pipeline_metrics import PipelineCollector, pipeline_servables
 from graphrt.serving import default_model, heap
@@ -277,7 +278,8 @@ async def serve(settings: ServerSettings) -> int:
         observation=observation,
         policy=serving_policy(settings),
     )
-    metrics.registry.register(EngineCollector(repository.llm_servables))
+    for collector in (EngineCollector, ServerCollector):
+        metrics.registry.register(collector(lambda: engines_of(repository.llm_servables())))
     metrics.registry.register(SupervisionCollector(repository.supervisors))
     metrics.registry.register(
         PipelineCollector(lambda: pipeline_servables(repository.servables.values()))

@@ -5,8 +5,8 @@ OVMS's names and labels are kept exactly, so existing dashboards keep working, a
 (`ovms_requests_success{api,interface,method,name}`); prometheus_client would add one to every
 counter, so those few lines are written here and the rest (gauges, histograms, the
 `graphrt_llm_*` metrics) comes from prometheus_client. The LLM metrics are always on: time to
-first token and inter-token latency histograms, prompt and generated token counters, and, read
-from each engine when Prometheus scrapes, active and queued requests and KV-cache use.
+first token and inter-token latency histograms and prompt and generated token counters here;
+the engines' gauges, read when Prometheus scrapes, in graphrt.observability.engine_metrics.
 
 OVMS's per-request gauges and histograms are plain numbers too, handed to prometheus_client
 only when it scrapes (`RequestCollector`): every request is counted on the event loop's thread,
@@ -87,38 +87,6 @@ class OvmsCounter:
             )
             lines.append(f"{self.name}{{{pairs}}} {value!r}")
         return "\n".join(lines) + "\n"
-
-
-class EngineCollector(Collector):
-    """Engine gauges, read from each LLM servable when Prometheus scrapes."""
-
-    def __init__(self, servables: Callable[[], Iterable[Any]]) -> None:
-        self._servables = servables
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        active = GaugeMetricFamily(
-            "graphrt_llm_requests_active", "Requests the engine is working on.", labels=["name"]
-        )
-        queued = GaugeMetricFamily(
-            "graphrt_llm_requests_queued",
-            "Requests in flight beyond what the engine runs at once (max_num_seqs).",
-            labels=["name"],
-        )
-        usage = GaugeMetricFamily(
-            "graphrt_llm_kv_cache_usage_ratio",
-            "Share of the KV cache in use (0-1).",
-            labels=["name"],
-        )
-        size = GaugeMetricFamily(
-            "graphrt_llm_kv_cache_bytes", "Size of the KV cache.", labels=["name"]
-        )
-        for servable in self._servables():
-            metrics = servable.engine.metrics
-            active.add_metric([servable.name], servable.engine.active_requests)
-            queued.add_metric([servable.name], servable.engine.queued_requests)
-            usage.add_metric([servable.name], metrics.cache_usage / 100.0)
-            size.add_metric([servable.name], metrics.kv_cache_bytes)
-        yield from (active, queued, usage, size)
 
 
 class SupervisionCollector(Collector):

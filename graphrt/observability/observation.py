@@ -55,8 +55,8 @@ class EngineWatch:
         engine = self.servable.engine
         metrics = engine.metrics
         return {
-            "running": metrics.scheduled_requests,
-            "waiting": max(0, metrics.requests - metrics.scheduled_requests),
+            "running": metrics.running,
+            "waiting": metrics.waiting,
             "kv_cache_usage_percent": round(metrics.cache_usage, 2),
             "kv_cache_bytes": metrics.kv_cache_bytes,
             "tokens_generated": self.tokens,

@@ -75,6 +75,7 @@ class _Live:
     """A request inside the continuous-batching pipeline."""
 
     __slots__ = (
+        "decoding",
         "echo_tokens",
         "echoed",
         "final_only",
@@ -110,6 +111,7 @@ class _Live:
         # before theirs); the frontend gets them apart (see `_delta`).
         self.echo_tokens = 0
         self.echoed: set[int] = set()
+        self.decoding = False  # its prompt is done: it holds KV blocks and generates
 
 
 def _delta(live: _Live, index: int, output: Any, reason: str | None) -> SequenceDelta:
@@ -236,9 +238,12 @@ class ContinuousBatchingLoop:
 
     def flush(self, outbox: Outbox, step_seconds: float) -> None:
         metrics = self.pipeline.get_metrics()
+        running = self.running(metrics.scheduled_requests)
         self.metrics = EngineMetrics(
             requests=metrics.requests,
             scheduled_requests=metrics.scheduled_requests,
+            running=running,
+            waiting=max(0, metrics.requests - running) + len(self.deferred),
             cache_usage=float(metrics.cache_usage),
             max_cache_usage=float(metrics.max_cache_usage),
             kv_cache_bytes=int(metrics.kv_cache_size_in_bytes),
@@ -246,6 +251,18 @@ class ContinuousBatchingLoop:
         self.events.send(StepOutputs(outbox.deltas, outbox.failures, self.metrics, step_seconds))
         outbox.deltas = []
         outbox.failures = []
+
+    def running(self, scheduled: int) -> int:
+        """Requests in the batch: those the latest step scheduled, or, if more, those decoding.
+
+        genai counts only what one step scheduled. With dynamic_split_fuse a step schedules
+        every decoding sequence and the prompt chunks that fit beside them, so that count is
+        the batch; without it, a step that runs new prompts schedules only those, and the
+        sequences decoding meanwhile (they hold their KV blocks and resume next step) would
+        count as waiting. So are sequences the step's token budget left out.
+        """
+        decoding = sum(1 for live in self.live.values() if live.decoding)
+        return max(scheduled, decoding)
 
     def handle(self, message: Any, outbox: Outbox) -> None:
         if isinstance(message, Abort):
@@ -438,6 +455,7 @@ class ContinuousBatchingLoop:
                 continue
             while handle.can_read():
                 self.compiled_grammar(request_id)
+                live.decoding = True
                 for index, output in handle.read().items():
                     reason = finish_reason(output.finish_reason)
                     if reason:

@@ -38,6 +38,7 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 from collections import OrderedDict, deque
 from multiprocessing.connection import Connection
 from typing import Any
@@ -176,6 +177,7 @@ class EngineClient:
         self.spec = spec
         self.name = name
         self.metrics = EngineMetrics()
+        self.reported_at = 0.0  # wall-clock time of the latest metrics (epoch seconds)
         self.last_step_seconds = 0.0  # duration of the latest engine step (for trace spans)
         self.ready: Ready | None = None
         self.dead: str | None = "not started"  # why no engine takes requests now, if none does
@@ -252,7 +254,9 @@ class EngineClient:
             self._discard(worker)
             raise
         self.ready = ready
-        self.metrics = EngineMetrics()
+        layout = ready.kv_blocks
+        self.metrics = EngineMetrics(kv_cache_bytes=layout.cache_bytes if layout else 0)
+        self.reported_at = time.time()
         self.dead = None
         logger.info("engine of %s is running (pid %d)", self.name, process.pid)
         return ready
@@ -314,6 +318,7 @@ class EngineClient:
     def _dispatch(self, worker: _Worker, message: Any) -> None:
         if isinstance(message, StepOutputs):
             self.metrics = message.metrics
+            self.reported_at = time.time()
             self.last_step_seconds = message.step_seconds
             streams = self._streams
             for delta in message.deltas:

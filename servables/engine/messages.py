@@ -61,10 +61,24 @@ class Shutdown:
 
 
 @dataclass(frozen=True)
+class KVBlocks:
+    """Tokens per KV-cache block and bytes per block, so the frontend can count the cache's
+    blocks from its size in bytes (what openvino-genai reports), and that size at load."""
+
+    block_size: int
+    block_bytes: int
+    cache_bytes: int
+
+    def count(self, cache_bytes: int) -> int:
+        return cache_bytes // self.block_bytes if self.block_bytes else 0
+
+
+@dataclass(frozen=True)
 class Ready:
     load_seconds: float
     eos_token_id: int
     tokenizer_path: str  # where the frontend loads its tokenizer from (fast, no conversion)
+    kv_blocks: KVBlocks | None = None  # the KV cache's block layout, when the engine has one
 
 
 @dataclass(frozen=True)
@@ -101,8 +115,13 @@ class RequestFailed:
 
 @dataclass
 class EngineMetrics:
-    requests: int = 0
-    scheduled_requests: int = 0
+    """The engine's own counts after a step (see servables.engine.batching for how running
+    and waiting are read)."""
+
+    requests: int = 0  # in the pipeline
+    scheduled_requests: int = 0  # scheduled by the latest step
+    running: int = 0  # in the batch: scheduled by the latest step, or decoding
+    waiting: int = 0  # not running: in the pipeline, or held back by the loop
     cache_usage: float = 0.0  # percent
     max_cache_usage: float = 0.0
     kv_cache_bytes: int = 0

@@ -85,6 +85,13 @@ class StatefulLoop:
                 self.current = None
                 self.aborted.discard(request.request_id)
 
+    def counts(self, running: int) -> EngineMetrics:
+        """`running` (0 or 1) request in the pipeline; the others wait in the queue."""
+        waiting = self.pending.qsize()
+        return EngineMetrics(
+            requests=running + waiting, scheduled_requests=running, running=running, waiting=waiting
+        )
+
     def serve(self, request: AddRequest) -> None:
         import numpy as np
         import openvino as ov
@@ -103,7 +110,7 @@ class StatefulLoop:
                     StepOutputs(
                         [SequenceDelta(request.request_id, 0, tokens, [], None, prompt_tokens)],
                         [],
-                        EngineMetrics(requests=1, scheduled_requests=1),
+                        loop.counts(1),
                     )
                 )
                 with loop.lock:
@@ -142,7 +149,7 @@ class StatefulLoop:
             if grammar is not None:
                 message = f"the grammar engine could not compile the grammar: {message}"
             failure = RequestFailed(request.request_id, message, True, grammar=grammar)
-            self.events.send(StepOutputs([], [failure], EngineMetrics()))
+            self.events.send(StepOutputs([], [failure], self.counts(0)))
             return
         limit = request.config.get("max_new_tokens")
         reason = "length" if limit is not None and produced >= limit else "stop"
@@ -150,6 +157,6 @@ class StatefulLoop:
             StepOutputs(
                 [SequenceDelta(request.request_id, 0, [], [], reason, prompt_tokens)],
                 [],
-                EngineMetrics(),
+                self.counts(0),
             )
         )

@@ -2,8 +2,9 @@
 
 Started by servables.engine.client as `python -m servables.engine.worker` with the command and
 event pipe descriptors and the frontend's pid. The first command is the `EngineSpec`; the worker
-builds the pipeline (servables.engine.pipeline), answers `Ready` (or `LoadFailed`), and hands the
-pipeline to its loop until `Shutdown` or the frontend goes away:
+builds the pipeline (servables.engine.pipeline), reads its KV cache's block layout
+(servables.engine.kv_blocks), answers `Ready` (or `LoadFailed`), and hands the pipeline to its
+loop until `Shutdown` or the frontend goes away:
 
 - continuous batching (`LM_CB` / `VLM_CB`): servables.engine.batching, which also contains a
   grammar that breaks the pipeline by building a new one in place;
@@ -24,6 +25,7 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from servables.engine import kv_blocks
 from servables.engine.batching import ContinuousBatchingLoop
 from servables.engine.lifetime import die_with_parent, ignore_stop_signals
 from servables.engine.messages import EngineSpec, LoadFailed, Ready, receive_command
@@ -49,7 +51,8 @@ def main(commands: Connection, events: Connection) -> None:
     except Exception as error:  # anything the engine throws at load is the user's model problem
         events.send(LoadFailed(str(error).strip() or type(error).__name__))
         return
-    events.send(Ready(time.perf_counter() - started, eos, str(tokenizer_path)))
+    layout = kv_blocks.measure(pipeline, spec)
+    events.send(Ready(time.perf_counter() - started, eos, str(tokenizer_path), layout))
     loop: ContinuousBatchingLoop | StatefulLoop
     if spec.kind in ("LM_CB", "VLM_CB"):
         loop = ContinuousBatchingLoop(pipeline, commands, events, lambda: build_pipeline(spec))

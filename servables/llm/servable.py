@@ -309,6 +309,10 @@ class LLMServable:
         """The engine that serves `model`: its adapter's, else the base model's."""
         return self.adapter_engines.get(model, self.engine)
 
+    def engines(self) -> list[tuple[str, EngineClient]]:
+        """Every engine with the model name it serves: the base model's, then each adapter's."""
+        return [(self.name, self.engine), *self.adapter_engines.items()]
+
     @property
     def available(self) -> bool:
         return self.state is ServableState.AVAILABLE and self.engine.alive
