@@ -1,13 +1,18 @@
 """Run the server: decide what to serve, listen, load, and shut down gracefully.
 
 The REST port opens before models load, so /v2/health/live answers at once and
-/v2/health/ready turns 200 when every servable is AVAILABLE (as in OVMS). On SIGINT/SIGTERM the
-server stops accepting, lets in-flight requests and streams finish for up to --shutdown_timeout
-seconds, stops the engine processes and returns 0. Engine processes do not take these signals
-themselves (servables.engine.lifetime), so signalling the whole process group drains the same
-way. A second SIGINT/SIGTERM during the drain ends the process at once with 128 + the signal's
-number (130 for SIGINT, 143 for SIGTERM, as a shell reports a process the signal killed); its
-engine processes die with it, as they do whenever their frontend disappears.
+/v2/health/ready turns 200 when every servable is AVAILABLE (as in OVMS). A model pulled at
+start (`--source_model`) is fetched after the ports open, as OVMS does, so a pod's liveness
+probe sees a live server through a long download: the model shows as LOADING in /v1/config,
+requests for it get 503, /metrics answers, and a failed pull ends the server with 1.
+
+On SIGINT/SIGTERM the server stops accepting, lets in-flight requests and streams finish for up
+to --shutdown_timeout seconds, stops the engine processes and returns 0. Engine processes do
+not take these signals themselves (servables.engine.lifetime), so signalling the whole process
+group drains the same way. A second SIGINT/SIGTERM during the drain ends the process at once
+with 128 + the signal's number (130 for SIGINT, 143 for SIGTERM, as a shell reports a process
+the signal killed); its engine processes die with it, as they do whenever their frontend
+disappears.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ import json
 import logging
 import os
 import signal
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +75,17 @@ logger = logging.getLogger("graphrt")
 
 class StartupError(Exception):
     """The settings do not describe anything servable; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class ModelFetch:
+    """A model the server fetches once it listens (OVMS's pull-and-start): `fetch` runs in a
+    thread and returns the model's path, served as `name`; it raises StartupError. `doing`
+    says what happens meanwhile (in 503 answers)."""
+
+    name: str
+    doing: str
+    fetch: Callable[[], Path]
 
 
 def plugin_config_of(settings: ServerSettings) -> dict[str, object]:
@@ -262,9 +280,31 @@ def exit_now(signum: int) -> None:
     os._exit(128 + signum)
 
 
-async def serve(settings: ServerSettings) -> int:
+async def load_models(
+    repository: ModelRepository,
+    settings: ServerSettings,
+    definitions: list[ServableDefinition],
+    fetching: ModelFetch | None,
+) -> None:
+    """Fetch the model first if one is pulled at start, then load everything."""
+    if fetching is not None:
+        repository.pending[fetching.name] = fetching.doing
+        try:
+            path = await asyncio.to_thread(fetching.fetch)
+            fetched = replace(settings, model_path=str(path), model_name=fetching.name)
+            definitions, _ = await asyncio.to_thread(definitions_for, fetched)
+        finally:
+            del repository.pending[fetching.name]
+    await repository.apply(definitions)
+
+
+async def serve(settings: ServerSettings, fetching: ModelFetch | None = None) -> int:
+    """Serve until SIGINT/SIGTERM (0), or until the model pulled at start fails (1)."""
     loop = asyncio.get_running_loop()
-    definitions, config_path = await asyncio.to_thread(definitions_for, settings)
+    definitions: list[ServableDefinition] = []
+    config_path = None
+    if fetching is None:
+        definitions, config_path = await asyncio.to_thread(definitions_for, settings)
     metrics = Metrics(settings.metrics_list)
     tracing = start_tracing() if settings.tracing else None
     observation = ObservationSettings(
@@ -320,8 +360,17 @@ async def serve(settings: ServerSettings) -> int:
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    loader = asyncio.create_task(repository.apply(definitions))
+    loader = asyncio.create_task(load_models(repository, settings, definitions, fetching))
     loader.add_done_callback(heap.settle_after)
+    failure: list[BaseException] = []
+
+    def fetch_failed(task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and isinstance(error := task.exception(), StartupError):
+            logger.error("%s", error)
+            failure.append(error)
+            stop.set()
+
+    loader.add_done_callback(fetch_failed)
     poller = None
     if config_path is not None and settings.file_system_poll_wait_seconds > 0:
         poller = asyncio.create_task(repository.poll(settings.file_system_poll_wait_seconds))
@@ -345,4 +394,4 @@ async def serve(settings: ServerSettings) -> int:
     if tracing is not None:
         tracing.shutdown()
     logger.info("stopped")
-    return 0
+    return 1 if failure else 0

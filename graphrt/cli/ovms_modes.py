@@ -1,10 +1,11 @@
 """OVMS's command-line modes besides serving, on `graphrt serve` (and plain `graphrt`).
 
 `--source_model` pulls a model from Hugging Face and serves it (`--pull`: pull only, see
-pull.py); `--configure` writes a local model's graph.pbtxt from the task flags without serving;
-`--list_models`, `--add_to_config` and `--remove_from_config` manage a model repository and its
-config.json (config_management.py). The flags and their checks are OVMS's
-(docs/parameters.md), so its quick starts run with `graphrt` in place of `ovms`.
+pull.py; to serve, the server pulls once it listens, as OVMS does); `--configure` writes a
+local model's graph.pbtxt from the task flags without serving; `--list_models`,
+`--add_to_config` and `--remove_from_config` manage a model repository and its config.json
+(config_management.py). The flags and their checks are OVMS's (docs/parameters.md), so its
+quick starts run with `graphrt` in place of `ovms`.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from graphrt.cli import config_management as configs
 from graphrt.cli.pull import PullError, PullRequest, pull
-from graphrt.server import StartupError, generated_graph
+from graphrt.server import ModelFetch, StartupError, generated_graph
 from graphrt.serving.settings import ServerSettings
 
 logger = logging.getLogger("graphrt")
@@ -150,14 +152,16 @@ def run_mode(args: argparse.Namespace, settings: ServerSettings) -> int | None:
             (path / "graph.pbtxt").write_text(text, encoding="utf-8")
             print(f"Graph written: {path / 'graph.pbtxt'}")
             return 0
-        if args.source_model:
-            return _pull_and_maybe_serve(args, settings)
+        if args.pull:
+            print(f"Model pulled: {_pull(args, settings)()}", file=sys.stdout)
+            return 0
     except configs.ConfigManagementError as error:
         raise StartupError(str(error)) from None
     return None
 
 
-def _pull_and_maybe_serve(args: argparse.Namespace, settings: ServerSettings) -> int | None:
+def _pull(args: argparse.Namespace, settings: ServerSettings) -> Callable[[], Path]:
+    """The pull `--source_model` asks for, checked now and run when called."""
     repository = configs.default_repository(args.model_repository_path)
     if repository is None:
         raise StartupError("--source_model needs --model_repository_path (where models go)")
@@ -170,13 +174,20 @@ def _pull_and_maybe_serve(args: argparse.Namespace, settings: ServerSettings) ->
         extra_quantization_params=args.extra_quantization_params,
         task=args.task,
     )
-    try:
-        model_dir = pull(request, lambda path, where: generated_graph(settings, path, where))
-    except PullError as error:
-        raise StartupError(str(error)) from None
-    if args.pull:
-        print(f"Model pulled: {model_dir}", file=sys.stdout)
-        return 0
-    args.model_path = str(model_dir)
-    args.model_name = args.model_name or args.source_model
-    return None
+
+    def run() -> Path:
+        try:
+            return pull(request, lambda path, where: generated_graph(settings, path, where))
+        except PullError as error:
+            raise StartupError(str(error)) from None
+
+    return run
+
+
+def model_fetch(args: argparse.Namespace, settings: ServerSettings) -> ModelFetch | None:
+    """OVMS's pull-and-start: the model `--source_model` names, fetched by the running server
+    (graphrt.server), so probes see it live and loading through a long download."""
+    if not args.source_model or args.pull:
+        return None
+    name = args.model_name or args.source_model
+    return ModelFetch(name, f"pulling {args.source_model}", _pull(args, settings))

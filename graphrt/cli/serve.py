@@ -18,7 +18,7 @@ from graphrt.cli.options import (
     media_flags,
     parse_bool,
 )
-from graphrt.cli.ovms_modes import add_ovms_mode_arguments, run_mode
+from graphrt.cli.ovms_modes import add_ovms_mode_arguments, model_fetch, run_mode
 from graphrt.export.text_graphs import TASKS
 from graphrt.own_packages import other_owners
 from graphrt.server import StartupError, serve
@@ -315,10 +315,11 @@ def run(args: argparse.Namespace) -> int:
     warn_about_shared_names()
     try:
         load_user_code(args.python_path, args.imports)
-        status = run_mode(args, settings_from(args))
+        settings = settings_from(args)
+        status = run_mode(args, settings)
         if status is not None:
             return status
-        return asyncio.run(serve(settings_from(args)))  # after a pull, of the pulled model
+        return asyncio.run(serve(settings, model_fetch(args, settings)))
     except (StartupError, OSError) as error:
         logger.error("%s", error)
         return 1

@@ -44,6 +44,10 @@ def config_status(request: web.Request) -> dict[str, Any]:
     repository = request.app[STATE].repository
     status = {name: servable_status(s) for name, s in repository.servables.items()}
     status.update((name, model_status(m)) for name, m in repository.models.items())
+    status.update(
+        (name, {"model_version_status": [version_status(1, "LOADING", None)]})
+        for name in repository.pending
+    )
     return dict(sorted(status.items()))
 
 

@@ -33,7 +33,7 @@ from graphrt.serving import heap
 from graphrt.serving.graph_servable import GraphDefinition, GraphServable, State
 from graphrt.serving.policy import ServingPolicy
 from graphruntime.services import GraphService
-from servables.errors import ModelNotFound
+from servables.errors import ModelNotFound, ServableNotReady
 from servables.ov_model.model import OpenVINOModel
 from servables.ov_model.versions import ModelConfig, VersionedModel
 from servables.supervision import Supervisor
@@ -50,6 +50,8 @@ TOP_LEVEL_KEYS = {
 }
 MEDIAPIPE_KEYS = {"name", "base_path", "graph_path", "subconfig", "subgraph_paths"}
 SUBCONFIG_NAME = "subconfig.json"
+# Retry-After for a model still being fetched: a download takes a while.
+PENDING_RETRY_AFTER = 10.0
 
 # What config.json can define: graphs and plain models share one namespace.
 ServableDefinition = GraphDefinition | ModelConfig
@@ -241,6 +243,8 @@ class ModelRepository:
         self.drain_timeout = drain_timeout
         self._lock = asyncio.Lock()
         self._first_apply_done = False  # until then nothing is ready, even with no servable yet
+        # Models still being fetched (pulled at start), by name: LOADING in the status, 503.
+        self.pending: dict[str, str] = {}
         self._config_text: str | None = None
         self._unloading: set[asyncio.Task[None]] = set()
 
@@ -258,6 +262,11 @@ class ModelRepository:
                     if not s.available and name in s.declared_aliases
                 ),
                 None,
+            )
+        if servable is None and name in self.pending:
+            raise ServableNotReady(
+                f"Model {name} is not available (LOADING: {self.pending[name]})",
+                retry_after=PENDING_RETRY_AFTER,
             )
         if servable is None:
             raise ModelNotFound(f"The model `{name}` does not exist.", param="model")

@@ -2,18 +2,25 @@
 
 No network here, so each test places the repository in a Hugging Face cache of its own, laid out
 as snapshot_download leaves it (`place_in_hf_cache`), and runs with HF_HUB_OFFLINE=1: the pull
-goes through huggingface_hub's real code path and finds it there.
+goes through huggingface_hub's real code path and finds it there. The test of the server during
+a download serves the file from a hub of its own on localhost (HF_ENDPOINT), which holds the
+download until the test lets it go.
 """
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import openai
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.conftest import place_in_hf_cache
 
@@ -114,3 +121,120 @@ def test_a_missing_repository_or_file_is_one_line_and_writes_nothing(
     assert not (tmp_path / "models" / REPO).exists()
     leftovers = list((tmp_path / "models").rglob(".*")) if (tmp_path / "models").exists() else []
     assert leftovers == []
+
+
+class HeldHub(http.server.ThreadingHTTPServer):
+    """Hugging Face's file endpoint for one file (`/{repo}/resolve/main/{name}`), whose download
+    starts only once `release` is set; everything else is 404."""
+
+    def __init__(self, file: Path) -> None:
+        self.file = file
+        self.release = threading.Event()
+        self.requested = threading.Event()
+        super().__init__(("127.0.0.1", 0), HeldHubHandler)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class HeldHubHandler(http.server.BaseHTTPRequestHandler):
+    server: HeldHub
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _headers(self) -> bool:
+        if not self.path.endswith(f"/resolve/main/{self.server.file.name}"):
+            self.send_error(404)
+            return False
+        self.send_response(200)
+        self.send_header("ETag", '"' + "a" * 64 + '"')
+        self.send_header("X-Repo-Commit", "0" * 40)
+        self.send_header("Content-Length", str(self.server.file.stat().st_size))
+        self.end_headers()
+        return True
+
+    def do_HEAD(self) -> None:
+        self._headers()
+
+    def do_GET(self) -> None:
+        self.server.requested.set()
+        if not self.server.release.wait(300) or not self._headers():
+            return
+        with self.server.file.open("rb") as data:
+            while chunk := data.read(1 << 20):
+                self.wfile.write(chunk)
+
+
+@contextlib.contextmanager
+def held_hub(file: Path) -> Iterator[HeldHub]:
+    hub = HeldHub(file)
+    thread = threading.Thread(target=hub.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield hub
+    finally:
+        hub.release.set()
+        hub.shutdown()
+        hub.server_close()
+
+
+def test_the_server_is_live_and_says_loading_while_it_pulls(
+    tmp_path: Path, smollm2_gguf: Path, launch_exact: LaunchExact
+) -> None:
+    """OVMS's pull-and-start opens its ports first: a pod's liveness probe must see a live
+    server through a long download, readiness must stay false, the status must say LOADING,
+    /metrics must answer and a request for the model must get a 503 it can retry."""
+    args = [
+        "--source_model",
+        REPO,
+        "--gguf_filename",
+        smollm2_gguf.name,
+        "--model_repository_path",
+        str(tmp_path / "models"),
+        "--metrics_enable",
+    ]
+    with held_hub(smollm2_gguf) as hub:
+        env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": hub.url}
+        with launch_exact(args, model=REPO, env=env, wait_ready=False) as server:
+            server.wait_for(lambda http: http.get("/v2/health/live").status_code == 200, "live")
+            assert hub.requested.wait(60), "the server never started the download"
+            with server.http() as http:
+                assert http.get("/v2/health/live").status_code == 200
+                assert http.get("/v2/health/ready").status_code == 503
+                status = http.get("/v1/config").json()
+                assert status[REPO]["model_version_status"][0]["state"] == "LOADING"
+                families = {
+                    family.name
+                    for family in text_string_to_metric_families(http.get("/metrics").text)
+                }
+                assert "graphrt_server_requests_waiting" in families
+                body = {"model": REPO, "prompt": "Once upon a time", "max_tokens": 4}
+                busy = http.post("/v3/completions", json=body)
+                assert busy.status_code == 503, busy.text
+                assert f"pulling {REPO}" in busy.json()["error"]["message"]
+                assert int(busy.headers["Retry-After"]) > 0
+            hub.release.set()
+            server.wait_ready()
+            with server.client() as client:  # what it answers: the test above
+                reply = client.completions.create(model=REPO, prompt="Once", max_tokens=3)
+            assert reply.usage is not None and reply.usage.completion_tokens > 0
+
+
+def test_a_pull_that_fails_after_the_server_started_ends_it_with_1(tmp_path: Path) -> None:
+    """As OVMS: the ports were open, but there is nothing to serve."""
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
+    args = ["--source_model", "test-org/nothing-here", "--model_repository_path", "models"]
+    failed = subprocess.run(
+        [sys.executable, "-m", "graphrt.cli.main", *args, "--rest_port", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert failed.returncode == 1, failed.stderr
+    assert "REST server listening" in failed.stderr
+    assert "test-org/nothing-here is not in the Hugging Face cache" in failed.stderr

@@ -61,3 +61,15 @@ async def test_an_adapter_of_a_graph_still_loading_is_not_available_rather_than_
         servable.check_ready()
     with pytest.raises(ModelNotFound):
         repository.get("parrot")
+
+
+def test_a_model_still_being_fetched_is_not_available_rather_than_unknown() -> None:
+    """A model pulled at start is a 503 that names what is happening, not a 404."""
+    repository = ModelRepository()
+    repository.pending["org/model"] = "pulling org/model"
+    with pytest.raises(ServableNotReady, match="LOADING: pulling org/model") as raised:
+        repository.get("org/model")
+    assert raised.value.retry_after
+    with pytest.raises(ModelNotFound):
+        repository.get("other")
+    assert not repository.ready
