@@ -2,15 +2,21 @@
 
 Kubernetes kinds are validated strictly (unknown fields are errors) with `kubernetes-validate`,
 whose package carries the Kubernetes JSON schemas, against the oldest and the newest Kubernetes
-release it knows. KServe's custom resources are validated against the openAPIV3Schema of
-KServe's own CRDs (vendored in tests/fixtures/kserve, see its README), made strict the way the
-API server prunes: an object schema that lists its properties and does not preserve unknown
-fields accepts no others. Negative controls show both validators reject a misspelled field.
+release it knows. KServe's custom resources, and the InferencePool and HTTPRoute of the
+inference gateway (deploy/kubernetes/gateway/), are validated against the openAPIV3Schema of
+their own CRDs (vendored in tests/fixtures/kserve and tests/fixtures/gateway, see their
+READMEs), made strict the way the API server prunes: an object schema that lists its properties
+and does not preserve unknown fields accepts no others. Negative controls show the validators
+reject a misspelled field.
 
 What a schema cannot see is checked here too: every container's args parse with graphrt's own
 CLI, ports and probes agree with the flags, selectors match the pod labels, the grace period
 covers --shutdown_timeout, config.json is OVMS's and points into the models volume, the user is
-the image's, and writable paths exist where the root filesystem is read-only.
+the image's, and writable paths exist where the root filesystem is read-only. For the gateway:
+the pool selects the graphrt pods (and not the picker's) on graphrt's port, the route, the pool
+and the picker name each other, and the picker's configuration is whole (every reference
+resolves, its keys are the router's) and reads metrics graphrt defines, with the types the
+protocol asks for, under the engine label the pods carry.
 """
 
 from __future__ import annotations
@@ -20,14 +26,17 @@ import copy
 import gzip
 import hashlib
 import importlib
+import importlib.util
 import json
 import re
+import sys
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
 
 from graphrt.cli.main import build_parser
+from tests import endpoint_picker
 
 # Imported by name: these ship no type stubs (and their stubs are not test dependencies).
 jsonschema: Any = importlib.import_module("jsonschema")
@@ -37,6 +46,14 @@ yaml: Any = importlib.import_module("yaml")
 ROOT = Path(__file__).resolve().parents[3]
 MANIFESTS = ROOT / "deploy" / "kubernetes"
 KSERVE_CRDS = ROOT / "tests" / "fixtures" / "kserve"
+GATEWAY_CRDS = ROOT / "tests" / "fixtures" / "gateway"
+# Custom resources: kind -> (fixture directory, CRD plural).
+CRDS = {
+    "InferenceService": (KSERVE_CRDS, "inferenceservices"),
+    "ServingRuntime": (KSERVE_CRDS, "servingruntimes"),
+    "InferencePool": (GATEWAY_CRDS, "inferencepools"),
+    "HTTPRoute": (GATEWAY_CRDS, "httproutes"),
+}
 KUBERNETES_VERSIONS = [kubernetes_validate.utils.all_versions()[0], "latest"]
 LABELS = {"app.kubernetes.io/name": "graphrt"}
 
@@ -67,6 +84,22 @@ def kserve() -> dict[str, Resource]:
     }
 
 
+def gateway_files() -> list[Path]:
+    return sorted(
+        p for p in (MANIFESTS / "gateway").glob("*.yaml") if p.name != "kustomization.yaml"
+    )
+
+
+def gateway() -> dict[str, Resource]:
+    """deploy/kubernetes/gateway/'s resources by kind (one of each kind there)."""
+    found: dict[str, Resource] = {}
+    for path in gateway_files():
+        for doc in load(path):
+            assert doc["kind"] not in found, f"two {doc['kind']}s"
+            found[doc["kind"]] = doc
+    return found
+
+
 def serve_args(args: list[str]) -> argparse.Namespace:
     """`graphrt serve ARGS` as the CLI parses them (the image's entrypoint adds `serve`)."""
     return build_parser().parse_args(["serve", *args])
@@ -76,10 +109,12 @@ def serve_args(args: list[str]) -> argparse.Namespace:
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
-@pytest.mark.parametrize("path", kubernetes_files(), ids=lambda path: path.name)
+@pytest.mark.parametrize("path", kubernetes_files() + gateway_files(), ids=lambda path: path.name)
 def test_kubernetes_resources_match_the_schemas(path: Path, version: str) -> None:
     wanted = kubernetes_validate.utils.latest_version() if version == "latest" else version
     for doc in load(path):
+        if doc["kind"] in CRDS:
+            continue  # custom resources: test_custom_resources_match_their_crds
         try:
             kubernetes_validate.validate(doc, wanted, strict=True)
         except kubernetes_validate.ValidationError as error:
@@ -95,17 +130,19 @@ def test_kubernetes_validation_rejects_a_misspelled_field() -> None:
         kubernetes_validate.validate(deployment, kubernetes_validate.utils.latest_version(), True)
 
 
-def test_kustomization_lists_every_manifest() -> None:
+def test_kustomizations_list_every_manifest() -> None:
     (kustomization,) = load(MANIFESTS / "kustomization.yaml")
     assert sorted(kustomization["resources"]) == [path.name for path in kubernetes_files()]
+    (kustomization,) = load(MANIFESTS / "gateway" / "kustomization.yaml")
+    assert sorted(kustomization["resources"]) == [path.name for path in gateway_files()]
 
 
-def crd(name: str) -> Resource:
-    """A vendored KServe CRD, after checking it is the file the fixture README names."""
-    raw = gzip.decompress((KSERVE_CRDS / f"{name}.yaml.gz").read_bytes())
-    readme = (KSERVE_CRDS / "README.md").read_text(encoding="utf-8")
-    expected = re.search(rf"`{re.escape(name)}\.yaml\.gz` \| `([0-9a-f]{{64}})`", readme)
-    assert expected, f"{name} is not listed in {KSERVE_CRDS / 'README.md'}"
+def crd(directory: Path, name: str) -> Resource:
+    """A vendored CRD, after checking it is the file the fixture README names."""
+    raw = gzip.decompress((directory / f"{name}.yaml.gz").read_bytes())
+    readme = (directory / "README.md").read_text(encoding="utf-8")
+    expected = re.search(rf"`{re.escape(name)}\.yaml\.gz` \|[^\n]* `([0-9a-f]{{64}})` \|", readme)
+    assert expected, f"{name} is not listed in {directory / 'README.md'}"
     assert hashlib.sha256(raw).hexdigest() == expected[1]
     definition: Resource = yaml.safe_load(raw)
     return definition
@@ -129,8 +166,8 @@ def strict(schema: Any) -> Any:
 
 def crd_validator(doc: Resource) -> Any:
     group, version = doc["apiVersion"].split("/")
-    plural = {"InferenceService": "inferenceservices", "ServingRuntime": "servingruntimes"}
-    definition = crd(f"{group}_{plural[doc['kind']]}")
+    directory, plural = CRDS[doc["kind"]]
+    definition = crd(directory, f"{group}_{plural}")
     assert definition["spec"]["group"] == group
     assert definition["spec"]["names"]["kind"] == doc["kind"]
     (served,) = [v for v in definition["spec"]["versions"] if v["name"] == version]
@@ -139,9 +176,9 @@ def crd_validator(doc: Resource) -> Any:
     return jsonschema.Draft7Validator(schema)
 
 
-@pytest.mark.parametrize("kind", ["ServingRuntime", "InferenceService"])
-def test_kserve_resources_match_the_crds(kind: str) -> None:
-    doc = kserve()[kind]
+@pytest.mark.parametrize("kind", list(CRDS))
+def test_custom_resources_match_their_crds(kind: str) -> None:
+    doc = {**kserve(), **gateway()}[kind]
     errors = sorted(crd_validator(doc).iter_errors(doc), key=lambda error: list(error.path))
     assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors)
     assert doc["metadata"]["name"]
@@ -154,10 +191,13 @@ def test_kserve_resources_match_the_crds(kind: str) -> None:
         ("InferenceService", lambda doc: doc["spec"]["predictor"].update(minReplicas="one")),
         ("ServingRuntime", lambda doc: doc["spec"].update(supportedModelFormat=[])),
         ("ServingRuntime", lambda doc: doc["spec"]["containers"][0].update(args="--rest_port")),
+        ("InferencePool", lambda doc: doc["spec"].update(targetPort=[{"number": 8000}])),
+        ("InferencePool", lambda doc: doc["spec"]["endpointPickerRef"].update(failureMode="Open")),
+        ("HTTPRoute", lambda doc: doc["spec"]["rules"][0]["backendRefs"][0].update(port="x")),
     ],
 )
-def test_kserve_validation_rejects_mistakes(kind: str, mistake: Any) -> None:
-    doc = copy.deepcopy(kserve()[kind])
+def test_crd_validation_rejects_mistakes(kind: str, mistake: Any) -> None:
+    doc = copy.deepcopy({**kserve(), **gateway()}[kind])
     mistake(doc)
     assert list(crd_validator(doc).iter_errors(doc))
 
@@ -174,7 +214,8 @@ def container(pod_spec: Resource) -> Resource:
 def test_selectors_match_the_pod_labels() -> None:
     found = resources()
     pod_labels = found["Deployment"]["spec"]["template"]["metadata"]["labels"]
-    assert found["Deployment"]["spec"]["selector"]["matchLabels"] == pod_labels == LABELS
+    assert found["Deployment"]["spec"]["selector"]["matchLabels"] == LABELS
+    assert LABELS.items() <= pod_labels.items()
     assert found["Service"]["spec"]["selector"] == LABELS
     assert found["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"] == LABELS
     target = found["HorizontalPodAutoscaler"]["spec"]["scaleTargetRef"]
@@ -299,3 +340,167 @@ def test_serving_runtime_runs_the_inference_service() -> None:
     grace = service["spec"]["predictor"]["terminationGracePeriodSeconds"]
     assert args.shutdown_timeout < grace
     assert main["securityContext"]["runAsUser"] == image_user()
+
+
+# ---------------------------------------------------------------------------- inference gateway
+
+
+def flag(args: list[str], name: str) -> str:
+    """The value of `--name=value` in a container's args."""
+    (value,) = [arg.split("=", 1)[1] for arg in args if arg.startswith(f"--{name}=")]
+    return value
+
+
+def test_the_pool_selects_the_graphrt_replicas_on_their_rest_port() -> None:
+    pool = gateway()["InferencePool"]["spec"]
+    replicas = resources()["Deployment"]["spec"]["template"]
+    assert pool["selector"]["matchLabels"].items() <= replicas["metadata"]["labels"].items()
+    rest_port = serve_args(container(replicas["spec"])["args"]).rest_port
+    assert pool["targetPorts"] == [{"number": rest_port}]
+    # The picker's own pods are not endpoints of the pool (nor of graphrt's Service).
+    picker_labels = gateway()["Deployment"]["spec"]["template"]["metadata"]["labels"]
+    assert not pool["selector"]["matchLabels"].items() <= picker_labels.items()
+    assert not resources()["Service"]["spec"]["selector"].items() <= picker_labels.items()
+
+
+def test_route_pool_and_picker_name_each_other() -> None:
+    found = gateway()
+    pool, picker, service = found["InferencePool"], found["Deployment"], found["Service"]
+    (rule,) = found["HTTPRoute"]["spec"]["rules"]
+    (backend,) = rule["backendRefs"]
+    assert (backend["group"], backend["kind"], backend["name"]) == (
+        "inference.networking.k8s.io",
+        "InferencePool",
+        pool["metadata"]["name"],
+    )
+    reference = pool["spec"]["endpointPickerRef"]
+    assert (reference["kind"], reference["name"]) == ("Service", service["metadata"]["name"])
+    (grpc,) = [
+        port for port in service["spec"]["ports"] if port["port"] == reference["port"]["number"]
+    ]
+    epp = container(picker["spec"]["template"]["spec"])
+    ports = {port["name"]: port["containerPort"] for port in epp["ports"]}
+    assert ports[grpc["targetPort"]] == int(flag(epp["args"], "grpc-port"))
+    assert grpc["appProtocol"] == "kubernetes.io/h2c"
+    assert (
+        service["spec"]["selector"].items()
+        <= picker["spec"]["template"]["metadata"]["labels"].items()
+    )
+    assert flag(epp["args"], "pool-name") == pool["metadata"]["name"]
+    assert flag(epp["args"], "pool-group") == pool["apiVersion"].split("/")[0]
+    probe = epp["readinessProbe"]["grpc"]["port"]
+    assert probe == int(flag(epp["args"], "grpc-health-port"))
+    # Its service account may read the pool and the pods it routes to.
+    role, binding = found["Role"], found["RoleBinding"]
+    granted = {
+        (group, resource)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        if "watch" in rule["verbs"]
+    }
+    assert {("", "pods"), ("inference.networking.k8s.io", "inferencepools")} <= granted
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    account = picker["spec"]["template"]["spec"]["serviceAccountName"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account}]
+    assert found["ServiceAccount"]["metadata"]["name"] == account
+
+
+def test_the_picker_reads_its_configuration_from_the_config_map() -> None:
+    found = gateway()
+    pod = found["Deployment"]["spec"]["template"]["spec"]
+    config_file = PurePosixPath(flag(container(pod)["args"], "config-file"))
+    volume = mounts(pod)[str(config_file.parent)]
+    config_map = found["ConfigMap"]
+    assert volume["configMap"]["name"] == config_map["metadata"]["name"]
+    assert config_file.name == endpoint_picker.CONFIG_FILE in config_map["data"]
+
+
+# The router's configuration keys (llm-d-router v0.10, apix/config/v1alpha1 and the extractor's
+# parameters): the router ignores unknown keys, so a misspelled one would silently be a default.
+PICKER_KEYS = {"apiVersion", "kind", "plugins", "schedulingProfiles", "dataLayer", "featureGates"}
+PLUGIN_KEYS = {"name", "type", "parameters"}
+EXTRACTOR_KEYS = {"engineLabelKey", "defaultEngine", "engineConfigs"}
+ENGINE_KEYS = {
+    "name",
+    "queuedRequestsSpec",
+    "runningRequestsSpec",
+    "kvUsageSpec",
+    "loraSpec",
+    "cacheInfoSpec",
+    "cacheBlockSizeLabelName",
+    "cacheNumBlocksLabelName",
+    "cacheBlockSizeSpec",
+    "cacheNumBlocksSpec",
+    "customMetrics",
+}
+
+
+def test_the_picker_configuration_is_whole() -> None:
+    config = endpoint_picker.picker_config()
+    assert (config["apiVersion"], config["kind"]) == ("llm-d.ai/v1alpha1", "EndpointPickerConfig")
+    assert set(config) <= PICKER_KEYS
+    assert all(set(plugin) <= PLUGIN_KEYS for plugin in config["plugins"])
+    names = {plugin.get("name", plugin["type"]) for plugin in config["plugins"]}
+    assert len(names) == len(config["plugins"]), "two plugins share a name"
+    references = [
+        entry["pluginRef"]
+        for profile in config["schedulingProfiles"]
+        for entry in profile["plugins"]
+    ] + [
+        ref["pluginRef"]
+        for source in config["dataLayer"]["sources"]
+        for ref in [source, *source["extractors"]]
+    ]
+    assert set(references) <= names, sorted(set(references) - names)
+    (profile,) = config["schedulingProfiles"]
+    weights = {entry["pluginRef"]: entry.get("weight") for entry in profile["plugins"]}
+    for scorer in (
+        "queue-scorer",
+        "kv-cache-utilization-scorer",
+        "prefix-cache-scorer",
+        "lora-affinity-scorer",
+    ):
+        assert weights[scorer] > 0, scorer
+    parameters = endpoint_picker.extractor_parameters(config)
+    assert set(parameters) <= EXTRACTOR_KEYS
+    assert all(set(engine) <= ENGINE_KEYS for engine in parameters["engineConfigs"])
+
+
+def test_the_picker_reads_metrics_graphrt_defines_with_the_protocols_types() -> None:
+    """Each spec of the graphrt engine configuration names a gauge the server defines (the
+    docs reference lists every one), and the pods carry the label that selects it."""
+    spec = importlib.util.spec_from_file_location(
+        "docs_reference", ROOT / "tools" / "docs_reference.py"
+    )
+    assert spec is not None and spec.loader is not None
+    reference = importlib.util.module_from_spec(spec)
+    sys.modules["docs_reference"] = reference  # its dataclasses look their module up
+    spec.loader.exec_module(reference)
+    defined = {metric.name: metric.type for metric in reference.metrics()}
+    specs = endpoint_picker.engine_specs()
+    assert set(specs) == {
+        "queuedRequestsSpec",
+        "runningRequestsSpec",
+        "kvUsageSpec",
+        "loraSpec",
+        "cacheInfoSpec",
+    }
+    for field, text in specs.items():
+        spec = endpoint_picker.parse_spec(text)
+        assert defined.get(spec.name) == "gauge", (
+            f"{field}: {spec.name} is not a gauge graphrt defines"
+        )
+        assert not spec.labels, f"{field}: one series per server, no selector needed"
+    parameters = endpoint_picker.extractor_parameters()
+    pod_labels = resources()["Deployment"]["spec"]["template"]["metadata"]["labels"]
+    assert pod_labels[parameters["engineLabelKey"]] == endpoint_picker.ENGINE
+    assert parameters["defaultEngine"] == endpoint_picker.ENGINE
+
+
+def test_replicas_give_the_kv_scorer_a_cache_of_fixed_size() -> None:
+    """With cache_size 0 the KV cache grows on demand and its use reads as full whenever it is
+    in use: the kv-cache-utilization scorer needs a size."""
+    job = container(resources()["Job"]["spec"]["template"]["spec"])
+    exported = build_parser().parse_args([*job["command"][1:], *job["args"]])
+    assert exported.cache_size > 0
