@@ -1,24 +1,22 @@
 """What the voice chat nodes pass each other: text to speak, spoken text, chat response chunks.
 
-The answer of an LLM node arrives as the bytes it sends its client (one JSON body, or SSE
-frames); `ChatChunk` reads them once, for the nodes that need the text (the sentence splitter)
-or the frames (the audio reply). The packet types are plain values, so a user's node can sit
-between any two of them (a translation step, a filter) in graph.pbtxt alone.
+The answer of an LLM node arrives as the replies it sends its client (one JSON body, or a stream
+step's events; bytes from a graph written for OVMS); `ChatChunk` reads one, for the nodes that
+need the text (the sentence splitter) or the events (the audio reply). The packet types are plain
+values, so a user's node can sit between any two of them (a translation step, a filter) in
+graph.pbtxt alone.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from calculators.llm.payload import HttpReply
+from calculators.http.replies import HttpReply, JsonReply, Reply, events_of, json_of
 from servables.openai.audio_chat import AudioReply
-
-SSE_DONE = b"data: [DONE]"
 
 
 @dataclass(frozen=True)
@@ -54,23 +52,20 @@ class ChatChunk:
     done: bool = False  # `data: [DONE]` (or the unary body): nothing more will come
 
     @classmethod
-    def read(cls, payload: bytes | HttpReply) -> ChatChunk:
-        data = payload.body if isinstance(payload, HttpReply) else payload
-        if data.lstrip().startswith(b"{"):
-            parsed = json.loads(data)
-            return cls(body=parsed if isinstance(parsed, dict) else None, done=True)
-        chunk = cls()  # SSE frames (also `event:` lines, as a Responses stream has): data lines
-        for line in data.split(b"\n"):
-            line = line.strip()
-            if line == SSE_DONE:
+    def read(cls, reply: Reply) -> ChatChunk:
+        if isinstance(reply, HttpReply):
+            reply = reply.body
+        if isinstance(reply, JsonReply) or (
+            isinstance(reply, bytes) and reply.lstrip().startswith(b"{")
+        ):
+            body = json_of(reply)
+            return cls(body=body if isinstance(body, dict) else None, done=True)
+        chunk = cls()
+        for event in events_of(reply).events:
+            if event.done:
                 chunk.done = True
-            elif line.startswith(b"data:"):
-                try:
-                    event = json.loads(line[len(b"data:") :])
-                except ValueError:
-                    continue  # not an event of a chat stream
-                if isinstance(event, dict):
-                    chunk.events.append(event)
+            elif isinstance(event.data, dict):
+                chunk.events.append(event.data)
         return chunk
 
     def text(self) -> str:
