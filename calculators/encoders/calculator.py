@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from calculators.http.apis import Api, api_of
+from calculators.http.apis import Api, expect_api
 from calculators.http.payload import PAYLOAD_TAGS, HttpPayload, request_body
 from calculators.http.replies import JsonReply
 from calculators.node_resources import node_servable
 from graphruntime import Calculator, CalculatorContext, CalculatorContract
-from servables.errors import InvalidRequest
 from servables.openai.tokenize import TokenizeRequest, tokenize_reply
 
 REQUEST, RESPONSE = PAYLOAD_TAGS[1]  # OVMS's encoder graphs: REQUEST_PAYLOAD, RESPONSE_PAYLOAD
@@ -56,17 +55,13 @@ class EncoderCalculator(Calculator):
     async def process(self, cc: CalculatorContext) -> None:
         packet = cc.inputs[REQUEST]
         payload: HttpPayload = packet.payload
-        api = api_of(payload.uri)
+        api = expect_api(payload.uri, self.model, Api.TOKENIZE, self.endpoint)
         if api is Api.TOKENIZE:
             reply = await tokenize_reply(
                 self.servable.tokenize, request_body(payload), self.servable.context
             )
-        elif api is self.endpoint:
-            reply = await self.answer(payload.path, request_body(payload))
         else:
-            raise InvalidRequest(
-                f"{self.servable.name} is {self.model}: use /v3{self.endpoint.value}"
-            )
+            reply = await self.answer(payload.path, request_body(payload))
         cc.outputs[RESPONSE].add(JsonReply(reply), packet.timestamp)
 
     async def answer(self, path: str, body: Any) -> Any:

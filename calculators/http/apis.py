@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import enum
 
+from servables.errors import UnsupportedEndpoint
+
 PREFIXES = ("/v3", "/v1", "/v3/v1")
 COHERE_RERANK_PATH = "/v2/rerank"  # Cohere's own path, for Cohere's SDKs
 
@@ -56,3 +58,15 @@ def served_paths() -> dict[str, Api]:
 def endpoints_text(*apis: Api) -> str:
     """`/v3/a, /v3/b (also under /v1/)`: the paths of `apis`, for messages."""
     return ", ".join(f"/v3{api.value}" for api in apis) + " (also under /v1/)"
+
+
+def expect_api(uri: str, node: str, *apis: Api) -> Api:
+    """The API a request to `node` asks for, when it is one of `apis`; otherwise the request was
+    sent to a path this node does not answer (404, naming the path and what it answers)."""
+    api = api_of(uri)
+    if api not in apis:
+        path = uri.split("?", 1)[0]
+        raise UnsupportedEndpoint(
+            f"{path} is not an endpoint of {node}: it answers {endpoints_text(*apis)}"
+        )
+    return api

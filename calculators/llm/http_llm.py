@@ -38,7 +38,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import ClassVar
 
-from calculators.http.apis import Api, api_of, endpoints_text
+from calculators.http.apis import Api, expect_api
 from calculators.http.payload import HttpPayload, request_body
 from calculators.http.replies import DONE, JsonReply, Reply, SseEvent, SseEvents
 from calculators.http.services import MEDIA_POLICY
@@ -78,14 +78,6 @@ APIS = (Api.CHAT, Api.COMPLETIONS, Api.RESPONSES, Api.TOKENIZE)
 _RESPONSE_ENDS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
 
-def endpoint_of(uri: str) -> Api:
-    """The API a request to this node asks for (OVMS's HttpLLMCalculator dispatches the same)."""
-    api = api_of(uri)
-    if api not in APIS:
-        raise InvalidRequest(f"Wrong endpoint. Allowed endpoints: {endpoints_text(*APIS)}")
-    return api
-
-
 def _response_event(event: dict[str, object]) -> SseEvent:
     """A Responses event: OpenAI names it on an `event:` line and repeats it in the data."""
     return SseEvent(event, event=str(event["type"]))
@@ -119,7 +111,7 @@ class HttpLLMCalculator(HttpStreamCalculator):
         return super().is_last(reply)
 
     async def replies(self, payload: HttpPayload) -> AsyncGenerator[Reply, None]:
-        api = endpoint_of(payload.uri)
+        api = expect_api(payload.uri, "an LLM", *APIS)
         if api is Api.TOKENIZE:
             body = request_body(payload)
             yield JsonReply(

@@ -16,13 +16,12 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Any, ClassVar
 
-from calculators.http.apis import Api, api_of
+from calculators.http.apis import Api, expect_api
 from calculators.http.payload import HttpPayload
 from calculators.http.replies import Reply
 from calculators.http.streaming import HttpStreamCalculator
 from calculators.node_resources import node_servable
 from graphruntime import CalculatorContext, CalculatorContract
-from servables.errors import InvalidRequest
 
 
 class MediaCalculator(HttpStreamCalculator):
@@ -47,9 +46,7 @@ class MediaCalculator(HttpStreamCalculator):
         self.servable: Any = node_servable(cc, self.resources, self.servable_type, self.kind)
 
     def replies(self, payload: HttpPayload) -> AsyncGenerator[Reply, None]:
-        api = api_of(payload.uri)
-        if api not in self.apis:
-            raise InvalidRequest(f"Unsupported URI: {payload.uri}")
+        api = expect_api(payload.uri, f"the {self.kind.lower()} model", *self.apis)
         return self.answer(api, payload)
 
     def answer(self, api: Api, payload: HttpPayload) -> AsyncGenerator[Reply, None]:

@@ -36,7 +36,8 @@ import numpy as np
 
 from calculators.http.payload import RESPONSE
 from calculators.http.replies import JsonReply, SseEvents
-from calculators.voice.packets import ChatChunk, SpokenBatch
+from calculators.llm.answer import ChatChunk
+from calculators.voice.packets import SpokenBatch
 from graphruntime import Calculator, CalculatorContext, CalculatorContract, register_calculator
 from servables.audio.codec import encode_audio
 from servables.openai.audio_chat import AudioReply, answer_audio, audio_chunk, closing_chunks

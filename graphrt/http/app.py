@@ -43,9 +43,12 @@ API_PATHS = frozenset(served_paths())
 
 
 def uses_openai_errors(path: str) -> bool:
-    """Paths of OpenAI's (and Cohere's) APIs, and anything under /v3/: their errors are OpenAI's
-    error object, and they need the API key when one is set."""
-    return path.startswith(("/v3/", "/v1/models")) or path in API_PATHS
+    """Paths of OpenAI's (and Cohere's) APIs and custom endpoints (anything under /v3/ and /v1/
+    but OVMS's /v1/config): their errors are OpenAI's error object, and they need the API key
+    when one is set."""
+    return path in API_PATHS or (
+        path.startswith(("/v3/", "/v1/")) and not path.startswith("/v1/config")
+    )
 
 
 def error_response(request: web.Request, error: BaseException) -> web.Response:
@@ -190,6 +193,7 @@ def create_app(
     system_routes.add_routes(app)
     graph_page.add_routes(app)
     rest.add_routes(app)
+    graph_routes.add_custom_routes(app)  # last: every route above takes precedence
     if settings.metrics_enable:
         app.router.add_get("/metrics", metrics_endpoint)
     return app

@@ -1,4 +1,5 @@
-"""The API routes: every path of calculators.http.apis runs the graph its request names.
+"""The API routes: every path of calculators.http.apis, and any other POST under /v3/ or /v1/,
+runs the graph its request names.
 
     POST /v3/chat/completions, /v3/completions, /v3/responses, /v3/tokenize     JSON
     POST /v3/embeddings, /v3/rerank (and Cohere's /v2/rerank)                   JSON
@@ -6,8 +7,12 @@
     POST /v3/images/edits, /v3/audio/transcriptions, /v3/audio/translations     multipart form
 
 (and the same under /v1/ and /v3/v1/). The request's `model` (a JSON member or a form field) names
-the graph; the request reaches it as an HttpPayload packet and its replies come back as they are
-made (calculators.http.replies): a JsonReply or HttpReply is the whole response; SseEvents start a
+the graph. Any other POST under /v3/ or /v1/ is a custom endpoint, as in OVMS: a JSON body or a
+form names its graph the same way; a body of another content type (or an empty `model`) names it
+by the rest of the path (`POST /v3/my_graph`).
+
+The request reaches the graph as an HttpPayload packet and its replies come back as they are made
+(calculators.http.replies): a JsonReply or HttpReply is the whole response; SseEvents start a
 stream (SSE headers, then every step as it comes). A graph written for OVMS answers with bytes:
 one JSON body, or SSE frames when the request asked to stream. An error before the first reply is
 an ordinary error response with the right status; an error after it (headers are out) ends the
@@ -56,6 +61,7 @@ STREAM_ENDINGS: dict[Api, Callable[[str], StreamFailure]] = {
     Api.TRANSLATIONS: EventStreamFailure,
     Api.SPEECH: EventStreamFailure,
 }
+CUSTOM_PREFIXES = ("/v3/", "/v1/")
 SSE_HEADERS = {
     "Content-Type": "text/event-stream",
     "Cache-Control": "no-cache",
@@ -143,7 +149,7 @@ def api_route(api: Api) -> Callable[[web.Request], Awaitable[web.StreamResponse]
         raw, body = await read_json(request)
         model = model_of(body)
         streams = ending is not None and _json_streams(api, body)
-        return await run_graph(request, model, streams, ending, raw, body, api)
+        return await run_graph(request, model, streams, ending, raw, body, api=api)
 
     return handler
 
@@ -274,6 +280,48 @@ def _stream_step(reply: Reply) -> StreamStep:
     raise ServableError("the graph answered a streaming request with a whole response")
 
 
+async def custom_route(request: web.Request) -> web.StreamResponse:
+    """A POST under /v3/ or /v1/ that no API route claims; see the module docstring."""
+    raw, body, form, model = b"", None, None, ""
+    if request.content_type == "application/json":
+        raw, body = await read_json(request)
+        model = model_of(body)
+    elif request.content_type.startswith("multipart/"):
+        form = await read_form(request, request.app[STATE].settings.max_request_size)
+        model = next((v for v in reversed(form.get("model", [])) if isinstance(v, str)), "")
+    else:
+        raw = await _read_raw(request)
+    if not model:  # OVMS's routing by URI: the graph's name is the rest of the path
+        model = request.path[len("/v3/") :]
+        if not model:
+            raise InvalidRequest("No model named: send its name in `model` or in the path")
+    streams = _form_streams(form) if form is not None else _asks_ovms_stream(request, body)
+    return await run_graph(request, model, streams, EventStreamFailure, raw, body, form=form)
+
+
+async def _read_raw(request: web.Request) -> bytes:
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge as error:
+        limit = request.app[STATE].settings.max_request_size
+        raise RequestTooLarge(
+            f"Request body is larger than the limit of {limit} bytes (see --max_request_size)"
+        ) from error
+
+
+def _asks_ovms_stream(request: web.Request, body: Any) -> bool:
+    """OVMS's rule for a graph that answers with bytes: a JSON request to a path that names
+    completions or responses streams when `stream` is true."""
+    generative = "completions" in request.path or "responses" in request.path
+    return generative and isinstance(body, dict) and body.get("stream") is True
+
+
 def add_routes(app: web.Application) -> None:
     for path, api in served_paths().items():
         app.router.add_post(path, api_route(api))
+
+
+def add_custom_routes(app: web.Application) -> None:
+    """The routes of custom endpoints: registered after every other route, which they yield to."""
+    for prefix in CUSTOM_PREFIXES:
+        app.router.add_post(prefix + "{path:.+}", custom_route)

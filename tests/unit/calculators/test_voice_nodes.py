@@ -33,7 +33,8 @@ from google.protobuf import text_format
 import calculators.voice.audio_reply  # registers the calculators
 import calculators.voice.sentence_splitter  # noqa: F401
 from calculators.http.replies import HttpReply, Reply, encode
-from calculators.voice.packets import ChatChunk, SentenceAudio, SentenceBatch, SpokenBatch
+from calculators.llm.answer import ChatChunk
+from calculators.voice.packets import SentenceAudio, SentenceBatch, SpokenBatch
 from graphruntime import Graph, Packet
 from graphruntime.config import parse_graph_config
 from graphruntime.testing import CalculatorRunner
