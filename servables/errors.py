@@ -59,7 +59,7 @@ class InvalidRequest(ServableError):
 
 
 class UnsupportedEndpoint(InvalidRequest):
-    """The model's graph does not answer the request's path (404)."""
+    """The request's path is no endpoint of the model's graph, nor of any API (404)."""
 
 
 class GrammarNotCompiled(InvalidRequest):

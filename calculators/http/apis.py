@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 
-from servables.errors import UnsupportedEndpoint
+from servables.errors import InvalidRequest, UnsupportedEndpoint
 
 PREFIXES = ("/v3", "/v1", "/v3/v1")
 COHERE_RERANK_PATH = "/v2/rerank"  # Cohere's own path, for Cohere's SDKs
@@ -61,12 +61,13 @@ def endpoints_text(*apis: Api) -> str:
 
 
 def expect_api(uri: str, node: str, *apis: Api) -> Api:
-    """The API a request to `node` asks for, when it is one of `apis`; otherwise the request was
-    sent to a path this node does not answer (404, naming the path and what it answers)."""
+    """The API a request to `node` asks for, when it is one of `apis`. Otherwise the message names
+    the path and what the node answers: a 400 for another API (the model cannot do that, as
+    OVMS answers), a 404 for a path that is no API at all (a custom endpoint's path sent to a
+    built-in node: for the client, an unknown URL)."""
     api = api_of(uri)
     if api not in apis:
         path = uri.split("?", 1)[0]
-        raise UnsupportedEndpoint(
-            f"{path} is not an endpoint of {node}: it answers {endpoints_text(*apis)}"
-        )
+        message = f"{path} is not an endpoint of {node}: it answers {endpoints_text(*apis)}"
+        raise (InvalidRequest if api is not None else UnsupportedEndpoint)(message)
     return api
