@@ -36,6 +36,7 @@ from calculators.python.resources import CALCULATOR, build_python_handler
 from graphruntime import Calculator, CalculatorContext, CalculatorContract, register_calculator
 from graphruntime._proto.stream_handler_options_pb2 import SyncSetInputStreamHandlerOptions
 from graphruntime.resources import ResourceFactory
+from servables.errors import InvalidRequest
 from servables.python_model.handler import EXHAUSTED, PythonHandler, PythonNodeError
 from servables.python_model.tensor import Tensor
 
@@ -81,8 +82,8 @@ class PythonExecutorCalculator(Calculator):
     def process(self, cc: CalculatorContext) -> None:
         inputs = self._input_tensors(cc)
         if self.generator is not None:
-            if inputs:
-                raise PythonNodeError(
+            if inputs:  # the client's mistake, as OVMS sees it
+                raise InvalidRequest(
                     f"{self.label}: the node is already generating for earlier inputs. Create "
                     "a new stream for another request."
                 )

@@ -16,7 +16,7 @@ import pytest
 from graphrt.error_map import root_cause
 from graphruntime import Graph, GraphRunError, GraphValidationError, Packet, ValidatedGraph
 from graphruntime.resources import GraphResources
-from servables.errors import ServableLoadError
+from servables.errors import InvalidRequest, ServableError, ServableLoadError
 from servables.python_model.handler import PythonNodeError
 from servables.python_model.tensor import Tensor
 
@@ -82,12 +82,17 @@ class PythonGraph:
                 graph.cancel()
         return got
 
-    async def failure(self, text: str, feeds: Sequence[tuple[str, Any, int]]) -> str:
+    async def failure(
+        self,
+        text: str,
+        feeds: Sequence[tuple[str, Any, int]],
+        kind: type[ServableError] = PythonNodeError,
+    ) -> str:
         """The message a request gets when the run fails (the error the server maps)."""
         with pytest.raises(GraphRunError) as caught:
             await self.run(text, feeds, [])
         cause = root_cause(caught.value)
-        assert isinstance(cause, PythonNodeError), caught.value
+        assert isinstance(cause, kind), caught.value
         return cause.message
 
 
@@ -184,9 +189,8 @@ async def test_new_data_while_generating_fails_the_run(pygraph: PythonGraph) -> 
     input_stream: "OVMS_PY_TENSOR:in"
     output_stream: "OVMS_PY_TENSOR:out"
     """ + node("gen", "gen.py", GENERATIVE_STREAMS)
-    message = await pygraph.failure(
-        text, [("in", Tensor("in", b"a long text"), 0), ("in", Tensor("in", b"x"), 1)]
-    )
+    feeds = [("in", Tensor("in", b"a long text"), 0), ("in", Tensor("in", b"x"), 1)]
+    message = await pygraph.failure(text, feeds, InvalidRequest)  # 400, INVALID_ARGUMENT
     assert "already generating" in message
 
 
