@@ -2,9 +2,11 @@
 
 As in OVMS, a request's inputs go to the graph input streams of the same names and its outputs
 come from the graph output streams of the same names. The stream's tag says what a calculator
-receives: a tag starting with OVTENSOR gets an `openvino.Tensor`, REQUEST gets the whole
-`InferRequest`, anything else (TENSOR, no tag, ...) a numpy array. Either way the tensor's memory
-is the request's buffer, not a copy. An output on a RESPONSE stream is a ready `InferResponse`.
+receives: a tag starting with OVTENSOR gets an `openvino.Tensor`, OVMS_PY_TENSOR a
+`pyovms.Tensor` (python_tensors.py), REQUEST the whole `InferRequest`, anything else (TENSOR, no
+tag, ...) a numpy array. Either way the tensor's memory is the request's buffer, not a copy. An
+output on a RESPONSE stream is a ready `InferResponse`; a `pyovms.Tensor` goes out under its own
+name, datatype and shape.
 Request parameters become input side packets of the run (OVMS's behaviour), except
 OVMS_MP_TIMESTAMP, which sets the packets' timestamp.
 
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from calculators.http.payload import REQUEST as HTTP_REQUEST_TAG
+from graphrt.kserve import python_tensors
 from graphrt.kserve.types import (
     InferRequest,
     InferResponse,
@@ -36,6 +39,7 @@ from graphruntime.graph import Graph
 from graphruntime.packet import Packet
 from graphruntime.validation import ValidatedGraph
 from servables.errors import InvalidRequest, ServableError
+from servables.python_model.tensor import Tensor
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +78,8 @@ def ports_of(servable: GraphServable) -> GraphPorts:
 
 
 def input_payload(tag: str, tensor: InferTensor) -> Any:
+    if python_tensors.is_python_tag(tag):
+        return python_tensors.to_python(tensor)
     if tag.startswith("OVTENSOR") and tensor.datatype != "BYTES":
         import openvino
 
@@ -82,6 +88,8 @@ def input_payload(tag: str, tensor: InferTensor) -> Any:
 
 
 def output_tensor(graph_name: str, stream: str, payload: Any) -> InferTensor:
+    if isinstance(payload, Tensor):  # a Python node's: its own name, datatype and shape
+        return python_tensors.from_python(payload)
     try:
         return tensor_from(stream, payload)
     except (TypeError, ValueError) as error:

@@ -78,21 +78,23 @@ def _strings(entry: dict[str, Any], key: str, where: str, path: Path) -> list[st
 
 
 def _fingerprint(path: Path, subgraph_places: Iterable[Path] = ()) -> str:
-    """The graph file's hash, and when the subgraph files it may use were last changed, so that a
-    reload notices an edit to either."""
+    """The graph file's hash, and when the subgraph files it may use and the Python scripts
+    beside it (Python nodes' handlers) were last changed, so that a reload notices an edit to
+    any of them."""
     digest = hashlib.sha256()
     try:
         digest.update(path.read_bytes())
     except OSError:
         return "missing"  # the servable will report the missing file when it loads
+    files = sorted(path.parent.glob("*.py"))
     for place in subgraph_places:
-        files = sorted(place.glob("*.pbtxt")) if place.is_dir() else [place]
-        for file in files:
-            try:
-                stat = file.stat()
-            except OSError:
-                continue
-            digest.update(f"{file}:{stat.st_mtime_ns}:{stat.st_size}".encode())
+        files += sorted(place.glob("*.pbtxt")) if place.is_dir() else [place]
+    for file in files:
+        try:
+            stat = file.stat()
+        except OSError:
+            continue
+        digest.update(f"{file}:{stat.st_mtime_ns}:{stat.st_size}".encode())
     return digest.hexdigest()
 
 
