@@ -60,7 +60,7 @@ from graphrt.serving.policy import ServingPolicy
 from graphrt.serving.settings import ServerSettings
 from servables.audio.codec import AudioLimits
 from servables.media.sources import MediaPolicy
-from servables.ov_model.model_files import is_classic_model
+from servables.ov_model.model_files import is_classic_model, loose_model_files
 from servables.ov_model.versions import ModelConfig
 from servables.supervision import RestartPolicy
 
@@ -152,6 +152,11 @@ def single_model_definition(settings: ServerSettings, path: Path, name: str) -> 
     own_graph = path / "graph.pbtxt"
     if settings.task is None and is_classic_model(path):
         return classic_model_definition(settings, path, name)
+    if settings.task is None and loose_model_files(path):
+        raise StartupError(
+            f"--model_path {path} holds model files but no version folders: move them into "
+            f"{path / '1'} (OVMS's layout), or give the model file itself as --model_path"
+        )
     given = sorted(set(settings.model_options) - SHARED_MODEL_OPTIONS)
     if given:
         raise StartupError(

@@ -7,8 +7,9 @@ its `variables/`, or a frozen graph `.pb`) and TensorFlow Lite (`.tflite`); `mod
 the frontend from the path: a SavedModel is read from its folder, Paddle from the `.pdmodel`.
 
 The same rules tell a classic model from a generative one on `--model_path`: a generative model
-folder carries Hugging Face's `config.json` (or diffusers' `model_index.json`), a graph, or a
-GGUF file; a classic one is version folders holding model files, or the file itself.
+folder carries Hugging Face's `config.json` (or diffusers' `model_index.json`), a graph, a
+tokenizer IR, or a GGUF file; a classic one is version folders holding model files, or the
+file itself.
 """
 
 from __future__ import annotations
@@ -22,8 +23,15 @@ MODEL_SUFFIXES = (".xml", ".onnx", ".pdmodel", ".pb", ".tflite")
 # A file that names a model but is not the one to read: the frontend's file is beside it.
 COMPANIONS = {".bin": ".xml", ".pdiparams": ".pdmodel"}
 SAVED_MODEL = "saved_model.pb"
-# What marks a folder as a generative model (OVMS's task detection reads the same files).
-GENERATIVE_MARKERS = ("config.json", "model_index.json", "graph.pbtxt")
+# What marks a folder as a generative model: OVMS's task detection reads Hugging Face's and
+# diffusers' files; an IR that openvino-genai wrote from a GGUF has only its tokenizer.
+GENERATIVE_MARKERS = (
+    "config.json",
+    "model_index.json",
+    "graph.pbtxt",
+    "openvino_tokenizer.xml",
+    "openvino_detokenizer.xml",
+)
 
 
 def _model_in_file(path: Path) -> Path:
@@ -90,6 +98,17 @@ def version_folders(base: Path) -> list[int]:
 def version_path(base: Path, version: int) -> Path:
     """Where version `version` of the model at `base` is (the file itself for a model file)."""
     return base if base.is_file() else base / str(version)
+
+
+def loose_model_files(path: Path) -> bool:
+    """Whether `path` is a folder of model files with no version folders and none of the files
+    that make a folder generative: a classic model laid out as OVMS does not serve it."""
+    return (
+        path.is_dir()
+        and not any((path / marker).exists() for marker in GENERATIVE_MARKERS)
+        and holds_model_files(path)
+        and not version_folders(path)
+    )
 
 
 def is_classic_model(path: Path) -> bool:

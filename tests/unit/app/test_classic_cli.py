@@ -134,3 +134,11 @@ def test_a_config_file_takes_no_model_flags(tmp_path: Path) -> None:
     config.write_text('{"model_config_list": []}')
     with pytest.raises(StartupError, match="--config_path and --layout cannot be used together"):
         served("--config_path", str(config), "--layout", "NHWC")
+
+
+def test_model_files_without_a_version_folder_get_a_hint(
+    tmp_path: Path, classic_models: Any
+) -> None:
+    classic_models.save_onnx(tmp_path / "loose")
+    with pytest.raises(StartupError, match=r"no version folders: move them into .*loose/1"):
+        served("--model_path", str(tmp_path / "loose"))

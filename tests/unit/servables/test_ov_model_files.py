@@ -17,6 +17,7 @@ from servables.ov_model.model import OpenVINOModel
 from servables.ov_model.model_files import (
     find_model_file,
     is_classic_model,
+    loose_model_files,
     version_folders,
     version_path,
 )
@@ -77,13 +78,17 @@ def test_classic_and_generative_folders_are_told_apart(tmp_path: Path, classic_m
     classic_models.save_ir(llm)
     (llm / "config.json").write_text("{}")
     assert not is_classic_model(llm)
+    genai_ir = tmp_path / "genai_ir"  # what openvino-genai writes from a GGUF: no config.json
+    classic_models.save_ir(genai_ir)
+    (genai_ir / "openvino_tokenizer.xml").write_text("")
+    assert not is_classic_model(genai_ir) and not loose_model_files(genai_ir)
     graph = tmp_path / "graph"
     classic_models.save_ir(graph / "1")
     (graph / "graph.pbtxt").write_text("")
     assert not is_classic_model(graph)
     loose = tmp_path / "loose"  # model files but no version folder: not what OVMS serves
     classic_models.save_ir(loose)
-    assert not is_classic_model(loose)
+    assert not is_classic_model(loose) and loose_model_files(loose)
     gguf = tmp_path / "model.gguf"
     gguf.write_bytes(b"GGUF")
     assert not is_classic_model(gguf)
