@@ -60,6 +60,8 @@ from graphrt.serving.policy import ServingPolicy
 from graphrt.serving.settings import ServerSettings
 from servables.audio.codec import AudioLimits
 from servables.media.sources import MediaPolicy
+from servables.ov_model.model_files import is_classic_model, loose_model_files
+from servables.ov_model.versions import ModelConfig
 from servables.supervision import RestartPolicy
 
 logger = logging.getLogger("graphrt")
@@ -67,6 +69,10 @@ logger = logging.getLogger("graphrt")
 
 class StartupError(Exception):
     """The settings do not describe anything servable; the message says what to change."""
+
+
+# Model options that graphs take too (the others are only a classic model's).
+SHARED_MODEL_OPTIONS = {"target_device", "plugin_config"}
 
 
 def plugin_config_of(settings: ServerSettings) -> dict[str, object]:
@@ -136,12 +142,27 @@ def media_graph_for(settings: ServerSettings, models_path: str, task: str) -> st
     )
 
 
-def single_model_definition(settings: ServerSettings, path: Path, name: str) -> GraphDefinition:
-    """A model directory with graph.pbtxt is used as is; otherwise OVMS's graph is generated."""
+def single_model_definition(settings: ServerSettings, path: Path, name: str) -> ServableDefinition:
+    """A model directory with graph.pbtxt is used as is; a classic model (version folders of
+    model files, or the file itself) is served over KServe; otherwise OVMS's graph is
+    generated."""
     path = path.resolve()
     if not path.exists():
         raise StartupError(f"--model_path {path} does not exist")
     own_graph = path / "graph.pbtxt"
+    if settings.task is None and is_classic_model(path):
+        return classic_model_definition(settings, path, name)
+    if settings.task is None and loose_model_files(path):
+        raise StartupError(
+            f"--model_path {path} holds model files but no version folders: move them into "
+            f"{path / '1'} (OVMS's layout), or give the model file itself as --model_path"
+        )
+    given = sorted(set(settings.model_options) - SHARED_MODEL_OPTIONS)
+    if given:
+        raise StartupError(
+            f"--{given[0]} is a classic model's parameter, and {path} is served as a graph "
+            "(it holds graph.pbtxt, a generative model or a .gguf, or --task is given)"
+        )
     if own_graph.is_file() and not settings.lora_modules:
         return GraphDefinition(name=name, base_path=path, graph_path=own_graph)
     base = path if path.is_dir() else path.parent
@@ -156,6 +177,20 @@ def single_model_definition(settings: ServerSettings, path: Path, name: str) -> 
         except LoraModulesError as error:
             raise StartupError(str(error)) from None
     return GraphDefinition(name=name, base_path=base, graph_text=text)
+
+
+def classic_model_definition(settings: ServerSettings, path: Path, name: str) -> ModelConfig:
+    """A classic model from the command line, as OVMS's single-model mode serves it."""
+    if settings.lora_modules:
+        raise StartupError(f"--lora_modules is for LLMs; {path} is a classic model")
+    try:
+        config = ModelConfig.from_settings(
+            {"name": name, "base_path": str(path), **settings.model_options}, path.parent, "--"
+        )
+    except ValueError as error:
+        raise StartupError(str(error)) from None
+    logger.info("serving %s as the classic model %s (KServe)", path, name)
+    return config
 
 
 def generated_graph(settings: ServerSettings, path: Path, models_path: str | None = None) -> str:
@@ -203,6 +238,12 @@ def definitions_for(
             "adapters in the LLM node's lora_adapters option"
         )
     if settings.config_path:
+        given = sorted(set(settings.model_options) - SHARED_MODEL_OPTIONS)
+        if given:
+            raise StartupError(
+                f"--config_path and --{given[0]} cannot be used together: a config.json sets "
+                "each model's parameters in its entry"
+            )
         path = Path(settings.config_path).resolve()
         try:
             return read_config(path), path

@@ -351,6 +351,8 @@ def request_from_rest(
         if not isinstance(parameters, dict):
             raise InvalidRequest(f"parameters of input {name} must be an object", param=name)
         size = parameters.get("binary_data_size")
+        if size is None and len(raw_inputs) == 1 and datatype == "BYTES" and "data" not in entry:
+            size = binary.nbytes  # OVMS: a lone BYTES input may leave its size out
         if size is not None:
             if not isinstance(size, int) or size < 0 or offset + size > binary.nbytes:
                 raise InvalidRequest(

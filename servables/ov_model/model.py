@@ -56,9 +56,12 @@ import numpy as np
 
 from servables.errors import InvalidRequest, ServableError, ServableLoadError
 from servables.ov_model.batching_config import DynamicBatchingConfig
-from servables.ov_model.datatypes import OPENVINO_TO_KSERVE, kserve_name
+from servables.ov_model.datatypes import KSERVE_TO_NUMPY, OPENVINO_TO_KSERVE, kserve_name
 from servables.ov_model.dynamic_batcher import BatchStats, DynamicBatcher
+from servables.ov_model.images import ImageInput, decode_image_inputs
+from servables.ov_model.model_files import find_model_file
 from servables.ov_model.pass_batch import PassBatcher
+from servables.ov_model.preprocessing import Preprocessing
 
 logger = logging.getLogger(__name__)
 
@@ -123,17 +126,6 @@ def _spec(port: Any) -> TensorSpec:
     return TensorSpec(port.get_any_name(), OPENVINO_TO_KSERVE.get(element, element), dims)
 
 
-def find_model_file(directory: Path) -> Path:
-    """The model in a version folder: one .xml (with its .bin) or one .onnx file."""
-    candidates = sorted(directory.glob("*.xml")) or sorted(directory.glob("*.onnx"))
-    if len(candidates) != 1:
-        found = ", ".join(p.name for p in candidates) or "none"
-        raise ServableLoadError(
-            f"{directory} must hold exactly one model (.xml with its .bin, or .onnx); found {found}"
-        )
-    return candidates[0]
-
-
 # Properties that say how a CPU model uses threads; when plugin_config sets none of them the
 # model is compiled with the THROUGHPUT hint (see `compile_properties`).
 THREADING_PROPERTIES = frozenset(
@@ -187,7 +179,7 @@ class OpenVINOModel:
         nireq: int = 0,
         batch_size: str | None = None,
         shape: str | Mapping[str, str] | None = None,
-        layout: str | Mapping[str, str] | None = None,
+        preprocessing: Preprocessing | None = None,
         dynamic_batching: DynamicBatchingConfig | None = None,
     ) -> None:
         self.name = name
@@ -198,7 +190,7 @@ class OpenVINOModel:
         self.nireq_setting = nireq
         self.batch_size = batch_size
         self.shape = shape
-        self.layout = layout
+        self.preprocessing = preprocessing or Preprocessing()
         self.dynamic_batching = dynamic_batching
         # Batches formed (read by /metrics); the batcher itself is made by start().
         self.batch_stats = BatchStats()
@@ -215,6 +207,8 @@ class OpenVINOModel:
         self._threads: ThreadPoolExecutor | None = None
         self._output_names: list[str] = []
         self._input_specs: dict[str, TensorSpec] = {}
+        # Numeric inputs, with what they need of encoded images sent as BYTES (images.py).
+        self._image_inputs: dict[str, ImageInput | None] = {}
         # One inference's time and input size at load; whether recent inline runs were slow.
         self._inline_seconds = float("inf")
         self._inline_bytes = 1
@@ -222,19 +216,25 @@ class OpenVINOModel:
         self._slow_count = 0
 
     def load(self) -> None:
-        """Read, reshape and compile (blocking: call from a worker thread)."""
+        """Read, preprocess, reshape and compile (blocking: call from a worker thread).
+
+        Preprocessing comes first, as in OVMS: a shape or batch size applies to the inputs as
+        clients send them (after a layout change).
+        """
         path = find_model_file(self.directory)
+        where = f"{self.name} version {self.version}"
         try:
             model = core().read_model(str(path))
+            model = self.preprocessing.apply(model, where)
             self._reshape(model)
             if self.dynamic_batching is not None:
                 self._make_batch_dynamic(model)
-            self._set_layout(model)
+            self._image_inputs = _image_inputs(model)
             compiled = core().compile_model(
                 model, self.device, compile_properties(self.device, self.properties)
             )
         except RuntimeError as error:
-            raise ServableLoadError(f"{self.name} version {self.version}: {error}") from error
+            raise ServableLoadError(f"{where}: {error}") from error
         self._compiled = compiled
         self.inputs = [_spec(port) for port in compiled.inputs]
         self.outputs = [_spec(port) for port in compiled.outputs]
@@ -265,8 +265,14 @@ class OpenVINOModel:
         elif isinstance(self.shape, str):
             model.reshape(_parse_shape(self.shape))
         elif isinstance(self.shape, Mapping):
-            model.reshape({name: _parse_shape(value) for name, value in self.shape.items()})
-        if self.batch_size not in (None, "", "0"):
+            ranks = {port.get_any_name(): len(port.get_partial_shape()) for port in model.inputs}
+            model.reshape(
+                {
+                    name: [-1] * ranks.get(name, 0) if value == "auto" else _parse_shape(value)
+                    for name, value in self.shape.items()
+                }
+            )
+        if self.batch_size not in (None, "", "0") and self.shape is None:
             import openvino
 
             batch = -1 if self.batch_size == "auto" else int(str(self.batch_size))
@@ -327,20 +333,6 @@ class OpenVINOModel:
                     f"{where}: output {port.get_any_name()} of shape {shape} has no dynamic "
                     "batch dimension to split the results along"
                 )
-
-    def _set_layout(self, model: Any) -> None:
-        if not self.layout:
-            return
-        import openvino
-
-        layouts = (
-            self.layout
-            if isinstance(self.layout, Mapping)
-            else {port.get_any_name(): self.layout for port in model.inputs}
-        )
-        for port in model.inputs:
-            if port.get_any_name() in layouts:
-                port.get_node().set_layout(openvino.Layout(layouts[port.get_any_name()]))
 
     def start(self) -> None:
         """Create the infer-request pool (on the event loop that will serve requests)."""
@@ -456,6 +448,7 @@ class OpenVINOModel:
         self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str] | None = None
     ) -> dict[str, np.ndarray[Any, Any]]:
         """Run one inference; returns the requested outputs (all by default) as numpy arrays."""
+        inputs = decode_image_inputs(inputs, self._image_inputs)
         self.check_inputs(inputs)
         names = self._output_names
         wanted = names
@@ -528,6 +521,18 @@ class OpenVINOModel:
         except RuntimeError as error:
             logger.error("%s: inference failed: %s", self.name, error)
             raise ServableError(f"{self.name}: inference failed: {error}") from error
+
+
+def _image_inputs(model: Any) -> dict[str, ImageInput | None]:
+    """Every numeric input of the model as it will be compiled, with what images it takes."""
+    found = {}
+    for port in model.inputs:
+        # Not ov.Type.to_dtype(): two versions loading at once on two threads hung in it.
+        datatype = OPENVINO_TO_KSERVE.get(port.get_element_type().get_type_name())
+        dtype = KSERVE_TO_NUMPY.get(datatype or "")
+        if dtype is not None and datatype != "BYTES":
+            found[port.get_any_name()] = ImageInput.of(port, dtype)
+    return found
 
 
 class InferSlot:
