@@ -1,7 +1,8 @@
 """The KServe v2 protocol, once, for both transports: health, metadata and inference.
 
-A name is either a plain OpenVINO model (model_config_list, with versions) or a graph
-(mediapipe_config_list, always version 1). REST and gRPC only translate their wire forms to
+A name is a plain OpenVINO model (model_config_list, with versions), a DAG pipeline
+(pipeline_config_list: version 1, and as in OVMS the version a request names is ignored) or a
+graph (mediapipe_config_list, always version 1). REST and gRPC only translate their wire forms to
 `InferRequest`/`InferResponse` and map the typed errors raised here to their status codes
 (unknown model or version: ModelNotFound; bad tensors: InvalidRequest; not loaded:
 ServableNotReady), so both answer the same request the same way.
@@ -14,9 +15,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from importlib import metadata
 
-from graphrt.kserve import graph_requests
+from graphrt.kserve import graph_requests, pipeline_requests
 from graphrt.kserve.types import InferRequest, InferResponse, tensor_from
 from graphrt.observability.metrics import Metrics
+from graphrt.serving.dag.servable import PIPELINE_VERSION, PipelineServable
 from graphrt.serving.graph_servable import GraphServable
 from graphrt.serving.model_repository import ModelRepository
 from graphruntime.errors import GraphError
@@ -92,7 +94,9 @@ class KServeDataPlane:
         graph = self.repository.servables.get(name)
         if graph is None:
             raise ModelNotFound(f"Model with requested name is not found: {name}")
-        if number not in (None, graph.definition.version):
+        if number not in (None, graph.definition.version) and not isinstance(
+            graph, PipelineServable
+        ):
             raise ModelNotFound(f"Model with requested version is not found: {name} {number}")
         return graph
 
@@ -106,6 +110,16 @@ class KServeDataPlane:
 
     def model_metadata(self, name: str, version: str = "") -> ModelMetadata:
         target = self._find(name, version)
+        if isinstance(target, PipelineServable):
+            target.check_ready()
+            assert target.signature is not None
+            return ModelMetadata(
+                name,
+                [str(PIPELINE_VERSION)],
+                "OpenVINO",
+                list(target.signature.inputs),
+                list(target.signature.outputs),
+            )
         if isinstance(target, GraphServable):
             number = str(target.definition.version)
             ports = graph_requests.ports_of(target)
@@ -143,7 +157,9 @@ class KServeDataPlane:
             API, interface, "ModelInfer", request.model, available=available
         ) as record:
             try:
-                if isinstance(target, GraphServable):
+                if isinstance(target, PipelineServable):
+                    response = await pipeline_requests.infer(target, request)
+                elif isinstance(target, GraphServable):
                     response = await graph_requests.infer(target, request)
                 else:
                     model = target.get(parse_version(request.version))
@@ -154,6 +170,29 @@ class KServeDataPlane:
             record.responded()
             record.succeeded = True
             return response
+
+    async def _each(
+        self,
+        first: InferRequest,
+        requests: AsyncIterator[InferRequest | ServableError],
+        interface: str,
+    ) -> AsyncIterator[InferResponse | ServableError]:
+        """A stream of requests to a model or pipeline: each answered (and counted) on its own,
+        errors included."""
+        request: InferRequest | ServableError | None = first
+        while request is not None:
+            try:
+                if isinstance(request, ServableError):
+                    raise request
+                if request.model != first.model:
+                    raise InvalidRequest(
+                        f"Every request of a stream must name the model of the first "
+                        f"({first.model})"
+                    )
+                yield await self.infer(request, interface)
+            except ServableError as error:
+                yield error
+            request = await anext(requests, None)
 
     async def stream(
         self, requests: AsyncIterator[InferRequest | ServableError], interface: str
@@ -173,14 +212,15 @@ class KServeDataPlane:
             "KServe %s ModelStreamInfer %s version %r", interface, first.model, first.version
         )
         target = self._find(first.model, first.version)
+        if not isinstance(target, GraphServable) or isinstance(target, PipelineServable):
+            async for answer in self._each(first, requests, interface):
+                yield answer
+            return
         with self.metrics.request(
             API, interface, "ModelStreamInfer", first.model, available=target.available
         ) as record:
-            if isinstance(target, GraphServable):
-                stream = graph_requests.GraphStream(target, first)
-                items = stream.responses(requests)
-            else:
-                items = model_stream(target, first, requests)
+            stream = graph_requests.GraphStream(target, first)
+            items = stream.responses(requests)
             failed = False
             async for item in items:
                 if isinstance(item, InferResponse):
@@ -205,24 +245,3 @@ async def infer_model(model: OpenVINOModel, request: InferRequest) -> InferRespo
         request.id,
         [tensor_from(name, value) for name, value in results.items()],
     )
-
-
-async def model_stream(
-    model: VersionedModel,
-    first: InferRequest,
-    requests: AsyncIterator[InferRequest | ServableError],
-) -> AsyncIterator[InferResponse | ServableError]:
-    """A stream of requests to a plain model: each answered on its own, errors included."""
-    request: InferRequest | ServableError | None = first
-    while request is not None:
-        try:
-            if isinstance(request, ServableError):
-                raise request
-            if request.model != first.model:
-                raise InvalidRequest(
-                    f"Every request of a stream must name the model of the first ({first.model})"
-                )
-            yield await infer_model(model.get(parse_version(request.version)), request)
-        except ServableError as error:
-            yield error
-        request = await anext(requests, None)
