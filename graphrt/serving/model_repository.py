@@ -9,9 +9,10 @@ config file. A graph's `subconfig` (default `<base_path>/subconfig.json` when pr
 models, served like the others, for the graph's OpenVINOModelServerSessionCalculator nodes. A
 schema error names the key and the file and applies nothing; a broken servable is reported
 (UNAVAILABLE with its reason) while the others load. `pipeline_config_list` entries are OVMS's
-DAG pipelines, served as graphs (graphrt.serving.dag); what graphrt cannot do (custom node and
-loader libraries, stateful models) is a warning or an error naming it
-(graphrt.serving.unsupported_config), never ignored in silence.
+DAG pipelines, served as graphs (graphrt.serving.dag); `monitoring` is read by the server at
+start (graphrt.serving.monitoring); what graphrt cannot do (custom node and loader libraries,
+stateful models) is a warning or an error naming it (graphrt.serving.unsupported_config), never
+ignored in silence.
 
 `apply()` moves the repository to a new set of definitions the way OVMS's reload does: new
 servables load, removed ones unload after their in-flight requests finish, changed ones are
@@ -41,6 +42,7 @@ from graphrt.serving.dag.servable import (
     pipeline_definition,
 )
 from graphrt.serving.graph_servable import GraphDefinition, GraphServable, State
+from graphrt.serving.monitoring import Monitoring, parse_monitoring
 from graphrt.serving.policy import ServingPolicy
 from graphruntime.services import GraphService
 from servables.errors import ModelNotFound
@@ -165,6 +167,20 @@ def read_subconfig(path: Path) -> list[ModelConfig]:
     return [m for m in models if isinstance(m, ModelConfig)]
 
 
+def _monitoring(path: Path, data: dict[str, Any]) -> Monitoring | None:
+    if "monitoring" not in data:
+        return None
+    try:
+        return parse_monitoring(data["monitoring"])
+    except ValueError as error:
+        raise ConfigFileError(path, str(error)) from error
+
+
+def read_monitoring(path: Path) -> Monitoring | None:
+    """config.json's `monitoring` section (None without one); raises ConfigFileError."""
+    return _monitoring(path, _load_json(path))
+
+
 def _pipelines(path: Path, data: dict[str, Any]) -> list[PipelineDefinition]:
     """`pipeline_config_list` (with the custom node libraries its nodes may name)."""
     try:
@@ -190,6 +206,7 @@ def read_config(path: Path) -> list[ServableDefinition]:
     unknown = sorted(set(data) - TOP_LEVEL_KEYS)
     if unknown:
         raise ConfigFileError(path, f"unknown key {unknown[0]!r} at the top level")
+    _monitoring(path, data)  # only checked here: the server reads it once, at start
     models = _models(path, data)
     pipelines = _pipelines(path, data)
     graphs = data.get("mediapipe_config_list", [])
@@ -265,8 +282,12 @@ class ModelRepository:
         services: Mapping[GraphService[Any], Any] | None = None,
         observation: ObservationSettings | None = None,
         policy: ServingPolicy | None = None,
+        monitoring: Monitoring | None = None,
+        count_inferences: bool = False,
     ) -> None:
         self.config_path = config_path
+        self.count_inferences = count_inferences  # models count OVMS's inference metrics
+        self.monitoring = monitoring  # config.json's, as the server started with it
         self.observation = observation  # what watches every servable (graph page, profiler)
         self.policy = policy or ServingPolicy()
         self.request_listeners = list(request_listeners)
@@ -347,7 +368,7 @@ class ModelRepository:
             await self.models.pop(name).stop()
             logger.info("model %s unloaded", name)
         fresh = {
-            name: VersionedModel(config)
+            name: VersionedModel(config, self.count_inferences)
             for name, config in wanted.items()
             if name not in self.models or self.models[name].config != config
         }
@@ -427,7 +448,16 @@ class ModelRepository:
         """Re-read config.json; raises ConfigFileError (and changes nothing) if it is invalid."""
         if self.config_path is None:
             return False
-        return await self.apply(read_config(self.config_path))
+        definitions = read_config(self.config_path)
+        monitoring = read_monitoring(self.config_path)
+        if monitoring != self.monitoring:
+            logger.warning(
+                "%s: the monitoring section changed; it is read once, when the server starts: "
+                "restart the server to apply it",
+                self.config_path,
+            )
+            self.monitoring = monitoring  # said once per change
+        return await self.apply(definitions)
 
     async def refresh_versions(self) -> bool:
         """Pick up model version folders that appeared or disappeared (and check the pipelines

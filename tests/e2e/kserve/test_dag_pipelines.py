@@ -5,7 +5,8 @@ them, demultiply one model's outputs into branches that another model runs, gath
 before a model and before the response, and demultiply the request itself (OVMS's "dynamic
 batch" pipeline). Every answer is compared with the same models run directly with OpenVINO in
 the test process, through Triton's clients over gRPC and REST. A pipeline with a custom node
-is refused with its node's name while the others serve; a model version that no longer fits a
+is refused with its node's name while the others serve; /metrics (switched on by config.json's
+`monitoring` section) follows OVMS's per-version series; a model version that no longer fits a
 pipeline makes it unavailable until the version goes.
 """
 
@@ -24,6 +25,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as triton_grpc
 import tritonclient.http as triton_http
+from prometheus_client.parser import text_string_to_metric_families
 from tritonclient.utils import InferenceServerException
 
 from graphrt.kserve import grpc_predict_v2_pb2 as pb
@@ -181,6 +183,22 @@ CONFIG: dict[str, Any] = {
     "custom_node_library_config_list": [
         {"name": "image_crop", "base_path": "/ovms/lib/libcustom_node_image_crop.so"}
     ],
+    "monitoring": {
+        "metrics": {
+            "enable": True,
+            "metrics_list": [
+                "ovms_requests_success",
+                "ovms_requests_fail",
+                "ovms_request_time_us",
+                "ovms_current_requests",
+                "ovms_inference_time_us",
+                "ovms_wait_for_infer_req_time_us",
+                "ovms_streams",
+                "ovms_infer_req_queue_size",
+                "ovms_infer_req_active",
+            ],
+        }
+    },
 }
 
 
@@ -468,6 +486,79 @@ def test_the_pipeline_graph_is_on_the_graph_page(dag: DagServer) -> None:
     assert page.status_code == 200
     for node in ("split:demultiply", "score", "sum:gather", "sum"):
         assert node in page.text
+
+
+# --------------------------------------------------------------------------------- metrics
+
+
+def samples(dag: DagServer) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with dag.http() as http:
+        text = http.get("/metrics").text
+    assert "ovms_requests_success{" in text  # OVMS's counters carry no _total suffix
+    return {
+        # The parser names a counter's samples <name>_total; OVMS's name is the family's.
+        (
+            family.name if family.type == "counter" else sample.name,
+            tuple(sorted(sample.labels.items())),
+        ): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def value(
+    found: dict[tuple[str, tuple[tuple[str, str], ...]], float], family: str, **labels: str
+) -> float:
+    return found.get((family, tuple(sorted(labels.items()))), 0.0)
+
+
+def test_metrics_count_pipelines_and_their_models_per_version(dag: DagServer) -> None:
+    client = triton_grpc.InferenceServerClient(dag.grpc_url)
+    infer(client, "branches", features(1, FEATURES))  # the models' first inferences are done
+    before = samples(dag)
+    calls = 4
+    for seed in range(calls):
+        infer(client, "branches", features(1, FEATURES, seed=seed))
+    with pytest.raises(InferenceServerException):
+        infer(client, "branches", features(2, FEATURES))
+    client.get_model_metadata("branches")
+    assert client.is_model_ready("branches")
+    after = samples(dag)
+
+    def grew(family: str, **labels: str) -> float:
+        return value(after, family, **labels) - value(before, family, **labels)
+
+    request = {"api": "KServe", "interface": "gRPC", "name": "branches"}
+    assert grew("ovms_requests_success", method="ModelInfer", version="1", **request) == calls
+    assert grew("ovms_requests_fail", method="ModelInfer", version="1", **request) == 1
+    assert grew("ovms_requests_success", method="ModelMetadata", version="1", **request) == 1
+    assert grew("ovms_requests_success", method="ModelReady", **request) == 1
+    assert (
+        grew("ovms_request_time_us_count", interface="gRPC", name="branches", version="1") == calls
+    )
+    # Each call ran `expand` once and `linear` once per branch: the models' own series.
+    linear, expand = {"name": "linear", "version": "1"}, {"name": "expand", "version": "1"}
+    assert grew("ovms_inference_time_us_count", **linear) == calls * BRANCHES
+    assert grew("ovms_inference_time_us_count", **expand) == calls
+    assert grew("ovms_wait_for_infer_req_time_us_count", **linear) == calls * BRANCHES
+    assert value(after, "ovms_infer_req_queue_size", **linear) == 2  # nireq
+    assert value(after, "ovms_streams", **linear) >= 1
+    assert value(after, "ovms_infer_req_active", **linear) == 0
+    assert value(after, "ovms_current_requests", **linear) == 0
+    # A model's own requests are not counted when a pipeline runs it.
+    assert (
+        grew(
+            "ovms_requests_success",
+            method="ModelInfer",
+            version="1",
+            api="KServe",
+            interface="gRPC",
+            name="linear",
+        )
+        == 0
+    )
+    # Families monitoring.metrics_list leaves out are not shown.
+    assert not any(name.startswith("ovms_graph_") for name, _ in after)
 
 
 # ------------------------------------------------------------------------------ revalidation

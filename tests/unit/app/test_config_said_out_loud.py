@@ -1,5 +1,5 @@
 """Nothing in config.json is ignored in silence: what graphrt does not do is a warning or an
-error naming the key."""
+error naming the key, and the `monitoring` section is read with OVMS's rules."""
 
 from __future__ import annotations
 
@@ -10,7 +10,15 @@ from typing import Any
 
 import pytest
 
-from graphrt.serving.model_repository import ConfigFileError, read_config
+from graphrt.server import StartupError, monitoring_of
+from graphrt.serving.model_repository import (
+    ConfigFileError,
+    ModelRepository,
+    read_config,
+    read_monitoring,
+)
+from graphrt.serving.monitoring import Monitoring
+from graphrt.serving.settings import ServerSettings
 
 
 def write(tmp_path: Path, **data: Any) -> Path:
@@ -78,3 +86,58 @@ def test_library_lists_are_warnings_naming_each_library(
     assert "decrypt (/lib/libdecrypt.so)" in caplog.text
     assert "custom_node_library_config_list is not loaded" in caplog.text
     assert "crop (/lib/libcrop.so)" in caplog.text
+
+
+# ------------------------------------------------------------------------------ monitoring
+
+
+def test_monitoring_is_read_with_its_metrics_list(tmp_path: Path) -> None:
+    metrics = {"enable": True, "metrics_list": ["ovms_requests_success", "ovms_streams"]}
+    path = write(tmp_path, monitoring={"metrics": metrics})
+    assert read_monitoring(path) == Monitoring(True, ("ovms_requests_success", "ovms_streams"))
+    assert read_monitoring(write(tmp_path)) is None
+
+
+@pytest.mark.parametrize(
+    ("section", "detail"),
+    [
+        ({}, "'monitoring' must be an object with exactly the key 'metrics'"),
+        ({"metrics": {}}, "monitoring.metrics.enable is required"),
+        ({"metrics": {"enable": "yes"}}, "monitoring.metrics.enable is required"),
+        ({"metrics": {"enable": True, "endpoint": "/m"}}, "unknown key 'endpoint'"),
+        (
+            {"metrics": {"enable": True, "metrics_list": ["ovms_nothing"]}},
+            "monitoring.metrics.metrics_list: 'ovms_nothing' is not a metric family",
+        ),
+    ],
+)
+def test_a_wrong_monitoring_section_refuses_the_file(
+    tmp_path: Path, section: dict[str, Any], detail: str
+) -> None:
+    with pytest.raises(ConfigFileError) as info:
+        read_config(write(tmp_path, monitoring=section))
+    assert detail in info.value.message
+
+
+def test_monitoring_and_the_metrics_flags_together_are_refused_as_ovms_does(
+    tmp_path: Path,
+) -> None:
+    path = write(tmp_path, monitoring={"metrics": {"enable": True}})
+    assert monitoring_of(ServerSettings(), path) == Monitoring(True)
+    with pytest.raises(StartupError, match="Metrics configuration duplicated"):
+        monitoring_of(ServerSettings(metrics_enable=True), path)
+    assert monitoring_of(ServerSettings(metrics_enable=True), write(tmp_path)) is None
+
+
+async def test_a_reload_that_changes_monitoring_says_it_needs_a_restart(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = write(tmp_path, monitoring={"metrics": {"enable": True}})
+    repository = ModelRepository(path, monitoring=read_monitoring(path))
+    with caplog.at_level(logging.WARNING):
+        await repository.reload()
+        assert "monitoring" not in caplog.text
+        write(tmp_path, monitoring={"metrics": {"enable": False}})
+        await repository.reload()
+    assert "the monitoring section changed; it is read once, when the server starts" in caplog.text
+    await repository.close()
