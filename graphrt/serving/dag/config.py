@@ -11,8 +11,9 @@ A node input maps one of its model's inputs to a data item of another node (its 
 or of `request` (a pipeline input); a pipeline output maps a response name to a node's data
 item. Anything the schema refuses (a missing or unknown key, a wrong type, a count outside
 -1..10000) is a ValueError naming the key, which makes the whole file invalid, as in OVMS.
-`demultiply_count: 0` means -1 (any), with OVMS's deprecation warning. Whether the nodes form a
-pipeline that can run is checked later (graphrt.serving.dag.structure), per pipeline.
+`demultiply_count: 0` means -1 (any), with OVMS's deprecation warning; `params` on a DL model
+node (OVMS ignores them there) is a warning. Whether the nodes form a pipeline that can run is
+checked later (graphrt.serving.dag.structure), per pipeline.
 """
 
 from __future__ import annotations
@@ -167,6 +168,8 @@ def _node(value: Any, where: str) -> PipelineNode:
     params = entry.get("params", {})
     if not isinstance(params, dict) or not all(isinstance(v, str) for v in params.values()):
         raise ValueError(f"{where}.params must be an object of strings")
+    if params and kind == DL_MODEL:
+        logger.warning("%s.params is ignored: parameters are for custom nodes", where)
     gather = entry.get("gather_from_node")
     return PipelineNode(
         name=_string(entry["name"], f"{where}.name"),

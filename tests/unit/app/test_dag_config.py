@@ -137,6 +137,15 @@ def test_a_pipeline_shares_the_namespace_of_models_and_graphs(tmp_path: Path) ->
         )
 
 
+def test_params_of_a_model_node_are_ignored_out_loud(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = {**CHAIN["nodes"][0], "params": {"threshold": "0.5"}}
+    with caplog.at_level(logging.WARNING):
+        definition(tmp_path, {**CHAIN, "nodes": [first, CHAIN["nodes"][1]]})
+    assert "pipeline_config_list[0].nodes[0].params is ignored" in caplog.text
+
+
 def test_demultiply_count_zero_means_any_with_ovms_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
