@@ -238,6 +238,13 @@ def monitoring_of(settings: ServerSettings, config_path: Path | None) -> Monitor
     return monitoring
 
 
+def metrics_of(settings: ServerSettings) -> Metrics:
+    try:
+        return Metrics(settings.metrics_list)
+    except ValueError as error:  # a family --metrics_list names that OVMS does not have
+        raise StartupError(str(error)) from error
+
+
 def media_policy(settings: ServerSettings) -> MediaPolicy:
     """Where request images may come from (data URLs always; files and URLs only if allowed)."""
     try:
@@ -292,7 +299,7 @@ async def serve(settings: ServerSettings) -> int:
             metrics_enable=monitoring.enable,
             metrics_list=list(monitoring.metrics_list),
         )
-    metrics = Metrics(settings.metrics_list)
+    metrics = metrics_of(settings)
     tracing = start_tracing() if settings.tracing else None
     observation = ObservationSettings(
         graph_stats=settings.graph_stats, trace_dir=settings.trace_dir, tracing=tracing

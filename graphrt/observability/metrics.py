@@ -308,7 +308,10 @@ class Metrics:
         names = set(enabled) or set(DEFAULT_METRICS)
         unknown = names - set(OVMS_METRICS)
         if unknown:
-            raise ValueError(f"unknown metrics in --metrics_list: {', '.join(sorted(unknown))}")
+            raise ValueError(
+                f"unknown metrics in --metrics_list: {', '.join(sorted(unknown))} (OVMS's "
+                f"families: {', '.join(OVMS_METRICS)})"
+            )
         self.enabled = names
         disable_created_metrics()  # type: ignore[no-untyped-call]  # OVMS has no *_created
         self.counters = {

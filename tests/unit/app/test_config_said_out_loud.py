@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from graphrt.server import StartupError, monitoring_of
+from graphrt.server import StartupError, metrics_of, monitoring_of
 from graphrt.serving.model_repository import (
     ConfigFileError,
     ModelRepository,
@@ -127,6 +127,11 @@ def test_monitoring_and_the_metrics_flags_together_are_refused_as_ovms_does(
     with pytest.raises(StartupError, match="Metrics configuration duplicated"):
         monitoring_of(ServerSettings(metrics_enable=True), path)
     assert monitoring_of(ServerSettings(metrics_enable=True), write(tmp_path)) is None
+
+
+def test_an_unknown_metrics_list_family_stops_the_server_with_a_message() -> None:
+    with pytest.raises(StartupError, match="unknown metrics in --metrics_list: ovms_nope"):
+        metrics_of(ServerSettings(metrics_enable=True, metrics_list=["ovms_nope"]))
 
 
 async def test_a_reload_that_changes_monitoring_says_it_needs_a_restart(
