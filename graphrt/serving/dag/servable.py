@@ -73,6 +73,11 @@ class PipelineServable(GraphServable):
         self.signature = signature(definition.pipeline, definition.layout, self.services[MODELS])
 
     @property
+    def declared_aliases(self) -> list[str]:
+        """A pipeline answers to its name only (no adapters), even when it has no graph."""
+        return []
+
+    @property
     def graph_streams(self) -> PipelineGraph:
         assert self.definition.graph is not None
         return self.definition.graph

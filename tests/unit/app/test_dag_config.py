@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from graphrt.serving.dag.servable import PipelineDefinition
-from graphrt.serving.model_repository import ConfigFileError, read_config
+from graphrt.serving.model_repository import ConfigFileError, ModelRepository, read_config
 from graphruntime import ValidatedGraph
+from servables.errors import ModelNotFound
 
 
 def node(
@@ -240,6 +241,16 @@ def test_a_custom_node_is_refused_with_its_name_and_library(
     )
     assert "custom_node_library_config_list is not loaded" in caplog.text
     assert "libcustom_node_image_crop.so" in caplog.text
+
+
+async def test_a_pipeline_that_cannot_load_leaves_other_names_alone(tmp_path: Path) -> None:
+    custom = {"name": "c", "type": "custom", "library_name": "lib", "inputs": [], "outputs": []}
+    repository = ModelRepository(tmp_path / "config.json")
+    await repository.apply(read(tmp_path, pipeline([custom], {"o": ("c", "o")})))
+    assert repository.servables["pipe"].status()[0] == "UNAVAILABLE"
+    with pytest.raises(ModelNotFound, match="The model `other` does not exist"):
+        repository.get("other")
+    await repository.close()
 
 
 DEMUX = node("split", inputs={"x": ("request", "x")}, outputs={"parts": "y"}, demultiply_count=3)
