@@ -13,6 +13,7 @@ engine processes die with it, as they do whenever their frontend disappears.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -46,16 +47,20 @@ from graphrt.kserve.grpc_server import start_grpc_server
 from graphrt.observability.batch_metrics import BatchCollector, batched_models
 from graphrt.observability.encoder_metrics import EncoderCollector, encoder_servables
 from graphrt.observability.metrics import EngineCollector, Metrics, SupervisionCollector
+from graphrt.observability.model_metrics import loaded_versions
 from graphrt.observability.observation import ObservationSettings
 from graphrt.observability.pipeline_metrics import PipelineCollector, pipeline_servables
 from graphrt.serving import default_model, heap
+from graphrt.serving.dag.servable import PipelineServable
 from graphrt.serving.graph_servable import GraphDefinition
 from graphrt.serving.model_repository import (
     ConfigFileError,
     ModelRepository,
     ServableDefinition,
     read_config,
+    read_monitoring,
 )
+from graphrt.serving.monitoring import Monitoring
 from graphrt.serving.policy import ServingPolicy
 from graphrt.serving.settings import ServerSettings
 from servables.audio.codec import AudioLimits
@@ -258,6 +263,29 @@ def definitions_for(
     return [single_model_definition(settings, path, name)], None
 
 
+def monitoring_of(settings: ServerSettings, config_path: Path | None) -> Monitoring | None:
+    """config.json's monitoring section, which OVMS refuses beside the metrics flags."""
+    if config_path is None:
+        return None
+    try:
+        monitoring = read_monitoring(config_path)
+    except ConfigFileError as error:
+        raise StartupError(error.message) from error
+    if monitoring is not None and (settings.metrics_enable or settings.metrics_list):
+        raise StartupError(
+            "Metrics configuration duplicated in configuration file and CLI parameters: give "
+            f"--metrics_enable/--metrics_list or the monitoring section of {config_path}, not both"
+        )
+    return monitoring
+
+
+def metrics_of(settings: ServerSettings) -> Metrics:
+    try:
+        return Metrics(settings.metrics_list)
+    except ValueError as error:  # a family --metrics_list names that OVMS does not have
+        raise StartupError(str(error)) from error
+
+
 def media_policy(settings: ServerSettings) -> MediaPolicy:
     """Where request images may come from (data URLs always; files and URLs only if allowed)."""
     try:
@@ -305,7 +333,14 @@ def exit_now(signum: int) -> None:
 async def serve(settings: ServerSettings) -> int:
     loop = asyncio.get_running_loop()
     definitions, config_path = await asyncio.to_thread(definitions_for, settings)
-    metrics = Metrics(settings.metrics_list)
+    monitoring = monitoring_of(settings, config_path)
+    if monitoring is not None:
+        settings = dataclasses.replace(
+            settings,
+            metrics_enable=monitoring.enable,
+            metrics_list=list(monitoring.metrics_list),
+        )
+    metrics = metrics_of(settings)
     tracing = start_tracing() if settings.tracing else None
     observation = ObservationSettings(
         graph_stats=settings.graph_stats, trace_dir=settings.trace_dir, tracing=tracing
@@ -317,6 +352,12 @@ async def serve(settings: ServerSettings) -> int:
         services={MEDIA_POLICY: media_policy(settings)},
         observation=observation,
         policy=serving_policy(settings),
+        monitoring=monitoring,
+        count_inferences=settings.metrics_enable,
+    )
+    metrics.models.watch(
+        lambda: loaded_versions(repository.models.values()),
+        lambda: [n for n, s in repository.servables.items() if isinstance(s, PipelineServable)],
     )
     metrics.registry.register(EngineCollector(repository.llm_servables))
     metrics.registry.register(SupervisionCollector(repository.supervisors))

@@ -147,7 +147,10 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         "--metrics_enable", action="store_true", help="serve GET /metrics (Prometheus)"
     )
     serve.add_argument(
-        "--metrics_list", default="", help="comma-separated OVMS metrics to show (default: all)"
+        "--metrics_list",
+        default="",
+        help="comma-separated OVMS metric families to show (default: OVMS's defaults, all but "
+        "ovms_infer_req_queue_size and ovms_infer_req_active)",
     )
     serve.add_argument("--allowed_origins", default="*", help="CORS: allowed origins")
     serve.add_argument("--allowed_methods", default="*", help="CORS: allowed methods")

@@ -217,15 +217,17 @@ async def add_packets(graph: Graph, packets: list[tuple[str, Any]], timestamp: i
         raise InvalidRequest(error.message) from error
 
 
-async def infer(servable: GraphServable, request: InferRequest) -> InferResponse:
-    """Run the graph once for a unary request."""
-    ports = ports_of(servable)
-    packets = input_packets(ports, request, servable.name, complete=True)
-    outputs = wanted_outputs(ports, request, servable.name)
-    timestamp = packet_timestamp(request, 0)
+async def run_once(
+    servable: GraphServable,
+    packets: list[tuple[str, Any]],
+    outputs: list[str],
+    side_packets: dict[str, Any],
+    timestamp: int = 0,
+) -> list[tuple[str, Packet[Any]]]:
+    """One run of the graph: the packets in at `timestamp`, the first packet of each output."""
     async with servable.graph_run() as graph:
         pollers = {name: graph.poll_output_stream(name) for name in outputs}
-        await graph.start_run(side_packets(servable, request))
+        await graph.start_run(side_packets)
         await add_packets(graph, packets, timestamp)
         graph.close_all_packet_sources()
         results: list[tuple[str, Packet[Any]]] = []
@@ -238,6 +240,16 @@ async def infer(servable: GraphServable, request: InferRequest) -> InferResponse
                 )
             results.append((name, packet))
         await graph.wait_until_done()
+    return results
+
+
+async def infer(servable: GraphServable, request: InferRequest) -> InferResponse:
+    """Run the graph once for a unary request."""
+    ports = ports_of(servable)
+    packets = input_packets(ports, request, servable.name, complete=True)
+    outputs = wanted_outputs(ports, request, servable.name)
+    timestamp = packet_timestamp(request, 0)
+    results = await run_once(servable, packets, outputs, side_packets(servable, request), timestamp)
     return response_for(servable, ports, request.id, results)
 
 

@@ -37,6 +37,10 @@ With `dynamic_batching` in the model's config, checked calls go through a `Dynam
 (dynamic_batcher.py), which stacks concurrent calls along dimension 0 and runs each batch through
 the same path a single call takes (inline or on the threads); the batch dimension is made dynamic
 at load (`_make_batch_dynamic`).
+
+With `count_inferences` (the server's /metrics), each call and inference is counted in `stats`
+(inference_stats.py: OVMS's per-version metrics): the wait for an infer request, the time
+OpenVINO takes, the calls and infer requests in use (~1.5 us per inference).
 """
 
 from __future__ import annotations
@@ -59,14 +63,15 @@ from servables.ov_model.batching_config import DynamicBatchingConfig
 from servables.ov_model.datatypes import KSERVE_TO_NUMPY, OPENVINO_TO_KSERVE, kserve_name
 from servables.ov_model.dynamic_batcher import BatchStats, DynamicBatcher
 from servables.ov_model.images import ImageInput, decode_image_inputs
+from servables.ov_model.inference_stats import InferenceStats
 from servables.ov_model.model_files import find_model_file
 from servables.ov_model.pass_batch import PassBatcher
 from servables.ov_model.preprocessing import Preprocessing
 
 logger = logging.getLogger(__name__)
 
-# An inline inference: the inputs and the names of the outputs wanted.
-InlineJob = tuple[Mapping[str, np.ndarray[Any, Any]], list[str]]
+# An inline inference: the inputs, the names of the outputs wanted, when it was asked for.
+InlineJob = tuple[Mapping[str, np.ndarray[Any, Any]], list[str], float]
 
 # A request whose estimated inference time is below this runs on the event loop (module docstring).
 INLINE_MAX_SECONDS = 300e-6
@@ -181,6 +186,7 @@ class OpenVINOModel:
         shape: str | Mapping[str, str] | None = None,
         preprocessing: Preprocessing | None = None,
         dynamic_batching: DynamicBatchingConfig | None = None,
+        count_inferences: bool = False,
     ) -> None:
         self.name = name
         self.version = version
@@ -194,6 +200,10 @@ class OpenVINOModel:
         self.dynamic_batching = dynamic_batching
         # Batches formed (read by /metrics); the batcher itself is made by start().
         self.batch_stats = BatchStats()
+        # OVMS's per-version numbers (waits, inference times, requests in flight) when /metrics
+        # wants them; without, an inference pays nothing for them.
+        self.stats = InferenceStats() if count_inferences else None
+        self.streams = 0
         self._dynamic: DynamicBatcher | None = None
         self.inputs: list[TensorSpec] = []
         self.outputs: list[TensorSpec] = []
@@ -341,6 +351,7 @@ class OpenVINOModel:
         for _ in range(self.nireq):
             self._pool.put_nowait(InferSlot(self._compiled.create_infer_request(), names))
         self._threads = ThreadPoolExecutor(self.nireq, thread_name_prefix=f"infer-{self.name}")
+        self.streams = self._streams()
         if self._inline_compiled is not None:
             self._inline_slot = InlineSlot(self._inline_compiled.create_infer_request(), names)
             self._batcher = PassBatcher(self._infer_own)
@@ -448,21 +459,28 @@ class OpenVINOModel:
         self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str] | None = None
     ) -> dict[str, np.ndarray[Any, Any]]:
         """Run one inference; returns the requested outputs (all by default) as numpy arrays."""
-        inputs = decode_image_inputs(inputs, self._image_inputs)
-        self.check_inputs(inputs)
-        names = self._output_names
-        wanted = names
-        if outputs:
-            wanted = list(outputs)
-            for name in wanted:
-                if name not in names:
-                    raise InvalidRequest(
-                        f"Unexpected output: {name}; {self.name} produces " + ", ".join(names),
-                        param=name,
-                    )
-        if self._dynamic is not None:
-            return await self._dynamic.submit(inputs, wanted)
-        return await self._infer_checked(inputs, wanted)
+        stats = self.stats
+        if stats is not None:
+            stats.current_requests += 1
+        try:
+            inputs = decode_image_inputs(inputs, self._image_inputs)
+            self.check_inputs(inputs)
+            names = self._output_names
+            wanted = names
+            if outputs:
+                wanted = list(outputs)
+                for name in wanted:
+                    if name not in names:
+                        raise InvalidRequest(
+                            f"Unexpected output: {name}; {self.name} produces " + ", ".join(names),
+                            param=name,
+                        )
+            if self._dynamic is not None:
+                return await self._dynamic.submit(inputs, wanted)
+            return await self._infer_checked(inputs, wanted)
+        finally:
+            if stats is not None:
+                stats.current_requests -= 1
 
     async def _infer_checked(
         self, inputs: Mapping[str, np.ndarray[Any, Any]], wanted: list[str]
@@ -470,24 +488,34 @@ class OpenVINOModel:
         """One inference of inputs already checked (one call's, or a stacked batch's)."""
         pool, threads = self._pool, self._threads
         assert pool is not None and threads is not None, "start() was not called"
+        stats = self.stats
+        entered = time.perf_counter() if stats is not None else 0.0
         input_bytes = sum(array.nbytes for array in inputs.values())
         inline = self._run_inline(input_bytes)
         own, batcher = self._inline_slot, self._batcher
         if inline and own is not None and batcher is not None and not own.lock.locked():
-            return await batcher.submit((inputs, wanted))
+            return await batcher.submit((inputs, wanted, entered))
         slot = await pool.get()
+        if stats is not None:
+            stats.waited(time.perf_counter() - entered)
+            stats.active += 1
         if inline:
             try:
                 return self._infer_inline(slot, _infer, inputs, wanted)
             finally:
                 pool.put_nowait(slot)
+                if stats is not None:
+                    stats.active -= 1
         job = asyncio.get_running_loop().run_in_executor(
-            threads, _infer, slot, dict(inputs), wanted
+            threads, _infer if stats is None else _infer_timed, slot, dict(inputs), wanted
         )
 
         def release(finished: asyncio.Future[Any]) -> None:
             # Only once OpenVINO is done with the request, even if the caller was cancelled.
             pool.put_nowait(slot)
+            if stats is not None:
+                stats.active -= 1
+                stats.inferred(slot.seconds)
             if not finished.cancelled():
                 finished.exception()  # retrieved: a cancelled caller no longer wants it
 
@@ -502,9 +530,17 @@ class OpenVINOModel:
         """One inference on the inline compilation's own request (see pass_batch)."""
         own = self._inline_slot
         assert own is not None
-        inputs, wanted = job
-        with own.lock:
-            return self._infer_inline(own, _infer_copying, inputs, wanted)
+        inputs, wanted, entered = job
+        stats = self.stats
+        if stats is not None:
+            stats.waited(time.perf_counter() - entered)
+            stats.active += 1
+        try:
+            with own.lock:
+                return self._infer_inline(own, _infer_copying, inputs, wanted)
+        finally:
+            if stats is not None:
+                stats.active -= 1
 
     def _infer_inline(
         self,
@@ -516,7 +552,10 @@ class OpenVINOModel:
         try:
             started = time.perf_counter()
             results = run(slot, inputs, wanted)
-            self._inline_ran(time.perf_counter() - started)
+            seconds = time.perf_counter() - started
+            self._inline_ran(seconds)
+            if self.stats is not None:
+                self.stats.inferred(seconds)
             return results
         except RuntimeError as error:
             logger.error("%s: inference failed: %s", self.name, error)
@@ -544,12 +583,13 @@ class InferSlot:
     on this slot replaces it, or the memory would be freed under the request.
     """
 
-    __slots__ = ("inputs", "outputs", "request")
+    __slots__ = ("inputs", "outputs", "request", "seconds")
 
     def __init__(self, request: Any, outputs: list[str]) -> None:
         self.request = request
         self.outputs = outputs
         self.inputs: dict[str, Any] = {}
+        self.seconds = 0.0  # the last inference's time on a thread (read when it is released)
 
 
 class InlineSlot(InferSlot):
@@ -596,6 +636,15 @@ def _infer(slot: InferSlot, inputs: Mapping[str, Any], outputs: list[str]) -> di
             request.set_tensor(name, tensor)
             slot.inputs[name] = tensor  # after set_tensor: the old one is no longer used
     return _results(slot, request.infer(dispatched or None, share_inputs=True), outputs)
+
+
+def _infer_timed(slot: InferSlot, inputs: Mapping[str, Any], outputs: list[str]) -> dict[str, Any]:
+    """`_infer` on a pool thread, its time left on the slot for the event loop to count."""
+    started = time.perf_counter()
+    try:
+        return _infer(slot, inputs, outputs)
+    finally:
+        slot.seconds = time.perf_counter() - started
 
 
 def _infer_copying(

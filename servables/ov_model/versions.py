@@ -207,8 +207,9 @@ class Version:
 class VersionedModel:
     """See the module docstring."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, count_inferences: bool = False) -> None:
         self.config = config
+        self.count_inferences = count_inferences  # OVMS's inference metrics (model.py)
         self.name = config.name
         self.versions: dict[int, Version] = {}
         self._lock = asyncio.Lock()
@@ -269,6 +270,7 @@ class VersionedModel:
             shape=config.shape,
             preprocessing=config.preprocessing,
             dynamic_batching=config.dynamic_batching,
+            count_inferences=self.count_inferences,
         )
         started = time.perf_counter()
         try:
