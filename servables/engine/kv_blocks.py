@@ -34,8 +34,10 @@ def measure(pipeline: Any, spec: EngineSpec) -> KVBlocks | None:
     """The layout of a text model's continuous-batching cache; None when it cannot be read
     (other pipelines, speculative decoding's two caches, a device without a known block size)."""
     block_size = BLOCK_SIZE.get(spec.device.split(".")[0])
+    if spec.kind != "LM_CB" or spec.draft or block_size is None:
+        return None
     vocabulary = vocabulary_size(Path(spec.models_path))
-    if spec.kind != "LM_CB" or spec.draft or block_size is None or not vocabulary:
+    if not vocabulary:
         return None
     import numpy as np
     import openvino as ov

@@ -47,20 +47,23 @@ def graphrt(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def pull_and_start(tmp_path: Path, gguf: Path) -> list[str]:
+    """OVMS's command line that pulls the GGUF of REPO into tmp_path/models and serves it."""
+    return [
+        "--source_model",
+        REPO,
+        "--gguf_filename",
+        gguf.name,
+        "--model_repository_path",
+        str(tmp_path / "models"),
+    ]
+
+
 def test_pull_and_start_serves_the_gguf_as_ovms_lays_it_out(
     tmp_path: Path, smollm2_gguf: Path, launch_exact: LaunchExact, golden: Golden
 ) -> None:
     place_in_hf_cache(tmp_path / "hf", REPO, {smollm2_gguf.name: smollm2_gguf})
-    args = [
-        "--source_model",
-        REPO,
-        "--gguf_filename",
-        smollm2_gguf.name,
-        "--model_repository_path",
-        str(tmp_path / "models"),
-        "--task",
-        "text_generation",
-    ]
+    args = [*pull_and_start(tmp_path, smollm2_gguf), "--task", "text_generation"]
     expected = golden.completion("Once upon a time", 12)
     with (
         launch_exact(args, model=REPO, env=environment(tmp_path)) as server,
@@ -186,15 +189,7 @@ def test_the_server_is_live_and_says_loading_while_it_pulls(
     """OVMS's pull-and-start opens its ports first: a pod's liveness probe must see a live
     server through a long download, readiness must stay false, the status must say LOADING,
     /metrics must answer and a request for the model must get a 503 it can retry."""
-    args = [
-        "--source_model",
-        REPO,
-        "--gguf_filename",
-        smollm2_gguf.name,
-        "--model_repository_path",
-        str(tmp_path / "models"),
-        "--metrics_enable",
-    ]
+    args = [*pull_and_start(tmp_path, smollm2_gguf), "--metrics_enable"]
     with held_hub(smollm2_gguf) as hub:
         env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": hub.url}
         with launch_exact(args, model=REPO, env=env, wait_ready=False) as server:
