@@ -258,6 +258,32 @@ def test_a_form_says_stream_as_the_calculator_reads_it(
     assert json.loads(frames[-1][len("data: ") :])["type"] == "transcript.text.done"
 
 
+@pytest.mark.parametrize(
+    "path", ["/v3/audio/transcriptions", "/v1/audio/translations", "/v3/images/edits"]
+)
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"--B\r\nl\x0b--B--\r\n",  # a part whose header line is not a header
+        b'--B\r\nContent-Disposition: form-data; name="a\x01b"\r\n\r\nx\r\n--B--\r\n',
+    ],
+    ids=["header line", "control character in a name"],
+)
+def test_a_malformed_part_header_is_400_not_500(
+    media_server: ExactServer, path: str, body: bytes
+) -> None:
+    """aiohttp's reader raises InvalidHeader on these (it was an internal error)."""
+    with media_server.http() as http:
+        response = http.post(
+            path, content=body, headers={"Content-Type": "multipart/form-data; boundary=B"}
+        )
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["type"] == "invalid_request_error"
+        assert error["message"].startswith("Failed to parse multipart data: Invalid HTTP header")
+        assert http.get("/v2/health/ready").status_code == 200
+
+
 def test_a_malformed_form_part_is_400(media_server: ExactServer) -> None:
     body = (
         b'--B\r\nContent-Disposition: form-data; name="model"\r\n\r\n'
