@@ -7,7 +7,7 @@ depend on the HTTP framework. `ClientConnection` is how a disconnect reaches a c
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from servables.request_fields import Form
@@ -34,8 +34,11 @@ class HttpPayload:
 
 @dataclass(frozen=True)
 class HttpReply:
-    """A response packet that is not JSON (speech audio): its bytes and their content type.
-    A plain `bytes` packet is a JSON body, or SSE frames when the request streams."""
+    """A response packet with a content type of its own (speech audio) or response headers:
+    its bytes, their content type, and headers for the client. A plain `bytes` packet is a
+    JSON body, or SSE frames when the request streams; in a stream, only the first packet's
+    headers can reach the client (they go out before its first frames)."""
 
     body: bytes
     content_type: str
+    headers: Mapping[str, str] = field(default_factory=dict)

@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from calculators.llm.payload import HttpReply
 from servables.openai.audio_chat import AudioReply
+from servables.text_to_speech.servable import DEFAULT_VOICE
 
 SSE_DONE = b"data: [DONE]"
 
@@ -39,10 +40,12 @@ class SentenceAudio:
 
 @dataclass(frozen=True)
 class SpokenBatch:
-    """A SentenceBatch spoken: one entry per sentence, in order; `final` passed on."""
+    """A SentenceBatch spoken: one entry per sentence, in order; `final` passed on; `voice`:
+    who spoke (a voice's name, or "default": the model's own speaker)."""
 
     sentences: list[SentenceAudio]
     final: bool
+    voice: str = DEFAULT_VOICE
 
 
 @dataclass

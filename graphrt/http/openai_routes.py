@@ -192,7 +192,8 @@ async def respond(
 
     `stream_failure` sees every chunk sent and renders the end of a stream that fails after its
     first chunk (the frames of the request's API; chat completions' when not given). A unary
-    answer that is an HttpReply (speech audio) is sent with its own content type.
+    answer that is an HttpReply (speech audio) is sent with its own content type and headers; a
+    stream whose first chunk is an HttpReply (of SSE frames) sends its headers with the stream's.
     """
     ending = stream_failure if stream_failure is not None else ChatStreamFailure()
     response: web.StreamResponse | None = None
@@ -207,9 +208,12 @@ async def respond(
                 pass
             record.succeeded = True
             if isinstance(first, HttpReply):
-                return web.Response(body=first.body, content_type=first.content_type)
+                return web.Response(
+                    body=first.body, content_type=first.content_type, headers=first.headers
+                )
             return web.Response(body=first, content_type="application/json")
-        response = web.StreamResponse(status=200, headers=SSE_HEADERS)
+        headers = {**SSE_HEADERS, **first.headers} if isinstance(first, HttpReply) else SSE_HEADERS
+        response = web.StreamResponse(status=200, headers=headers)
         await response.prepare(request)
         await response.write(_frames(first))
         ending.sent(_frames(first))
@@ -243,7 +247,9 @@ async def respond(
 
 def _frames(chunk: bytes | HttpReply) -> bytes:
     if isinstance(chunk, HttpReply):
-        raise ServableError("the graph answered a streaming request with a non-SSE reply")
+        if chunk.content_type != SSE_HEADERS["Content-Type"]:
+            raise ServableError("the graph answered a streaming request with a non-SSE reply")
+        return chunk.body
     return chunk
 
 
