@@ -58,6 +58,7 @@ from graphrt.serving.model_repository import (
 )
 from graphrt.serving.policy import ServingPolicy
 from graphrt.serving.settings import ServerSettings
+from servables import openvino_defaults
 from servables.audio.codec import AudioLimits
 from servables.media.sources import MediaPolicy
 from servables.supervision import RestartPolicy
@@ -263,6 +264,11 @@ def exit_now(signum: int) -> None:
 
 async def serve(settings: ServerSettings) -> int:
     loop = asyncio.get_running_loop()
+    openvino_defaults.configure(settings.openvino)  # before any model loads
+    if settings.openvino.cache_dir is not None:
+        logger.info("Model cache is enabled: %s", settings.openvino.cache_dir)
+    if settings.openvino.cpu_extension is not None:
+        logger.info("CPU extension for model_config_list: %s", settings.openvino.cpu_extension)
     definitions, config_path = await asyncio.to_thread(definitions_for, settings)
     metrics = Metrics(settings.metrics_list)
     tracing = start_tracing() if settings.tracing else None
@@ -310,6 +316,7 @@ async def serve(settings: ServerSettings) -> int:
             settings.port,
             settings.max_request_size,
             [tracing.grpc_interceptor()] if tracing else [],
+            settings.grpc,
         )
         logger.info(
             "gRPC server (KServe v2) listening on %s:%d", settings.grpc_bind_address, settings.port

@@ -19,6 +19,11 @@ from graphrt.cli.options import (
     parse_bool,
 )
 from graphrt.cli.ovms_modes import add_ovms_mode_arguments, run_mode
+from graphrt.cli.ovms_server_flags import (
+    add_ovms_server_arguments,
+    grpc_settings,
+    openvino_settings,
+)
 from graphrt.export.text_graphs import TASKS
 from graphrt.own_packages import other_owners
 from graphrt.server import StartupError, serve
@@ -166,6 +171,7 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     )
     add_encoder_arguments(serve)
     add_media_arguments(serve)
+    add_ovms_server_arguments(serve)
     serve.add_argument(
         "--max_engine_restarts",
         type=int,
@@ -296,6 +302,8 @@ def settings_from(args: argparse.Namespace) -> ServerSettings:
         enable_tool_guided_generation=args.enable_tool_guided_generation,
         lora_modules=tuple(args.lora_modules),
         media=media_flags(args),
+        grpc=grpc_settings(args),
+        openvino=openvino_settings(args),
     )
 
 

@@ -5,6 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from graphrt.export.media_graphs import MediaFlags
+from servables.openvino_defaults import OpenVinoDefaults
+
+
+@dataclass(frozen=True)
+class GrpcSettings:
+    """OVMS's gRPC tuning flags as grpcio takes them (graphrt/cli/ovms_server_flags.py)."""
+
+    channel_arguments: tuple[tuple[str, int | str], ...] = ()
+    max_concurrent_rpcs: int | None = None  # --grpc_max_threads
 
 
 @dataclass
@@ -67,3 +76,6 @@ class ServerSettings:
     reasoning_parser: str | None = None
     enable_tool_guided_generation: bool = False
     lora_modules: tuple[str, ...] = ()  # --lora_modules values, as given (see lora_modules.py)
+    # OVMS's server flags beyond models (graphrt/cli/ovms_server_flags.py)
+    grpc: GrpcSettings = field(default_factory=GrpcSettings)
+    openvino: OpenVinoDefaults = field(default_factory=OpenVinoDefaults)
