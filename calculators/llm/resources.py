@@ -21,7 +21,6 @@ from servables.llm.servable import LLMServable, LLMServableConfig
 
 logger = logging.getLogger(__name__)
 
-UNIMPLEMENTED_OPTIONS = ("chat_template_mode",)
 DRAFT_OPTIONS = (
     "draft_device",
     "draft_max_num_batched_tokens",
@@ -60,6 +59,15 @@ def _scheduler(options: LLMCalculatorOptions) -> dict[str, Any]:
             "apply_rotation": eviction.apply_rotation,
             "snapkv_window_size": eviction.snapkv_window_size,
         }
+        if eviction.HasField("kv_crush_config"):
+            crush = eviction.kv_crush_config
+            scheduler["cache_eviction_config"]["kvcrush_config"] = {
+                "budget": crush.budget,
+                "anchor_point_mode": LLMCalculatorOptions.KVCrushConfig.AnchorPointMode.Name(
+                    crush.anchor_point_mode
+                ),
+                "rng_seed": crush.rng_seed,
+            }
     if options.HasField("sparse_attention_config"):
         sparse = options.sparse_attention_config
         settings: dict[str, Any] = {
@@ -144,11 +152,6 @@ def servable_config(
     models_path = resolve_models_path(options.models_path, graph_dir)
     device = options.device or "CPU"
     properties = parse_plugin_config(options.plugin_config)
-    for option in UNIMPLEMENTED_OPTIONS:
-        if options.HasField(option):
-            logger.warning(
-                "%s: option %s is accepted but not implemented by graphrt yet", name, option
-            )
     tool_parser = options.tool_parser or None if options.HasField("tool_parser") else None
     reasoning_parser = (
         options.reasoning_parser or None if options.HasField("reasoning_parser") else None
@@ -169,6 +172,9 @@ def servable_config(
         max_tokens_limit=options.max_tokens_limit if options.HasField("max_tokens_limit") else None,
         best_of_limit=options.best_of_limit,
         log_level=log_level,
+        chat_template_mode=LLMCalculatorOptions.ChatTemplateMode.Name(options.chat_template_mode)
+        if options.HasField("chat_template_mode")
+        else None,
         tool_parser=tool_parser,
         reasoning_parser=reasoning_parser,
         enable_tool_guided_generation=options.enable_tool_guided_generation,

@@ -94,6 +94,15 @@ def _scheduler_config(settings: dict[str, Any]) -> Any:
             mode = getattr(
                 openvino_genai.AggregationMode, eviction.pop("aggregation_mode", "NORM_SUM")
             )
+            crush = eviction.pop("kvcrush_config", None)
+            if crush is not None:  # KVCrush: which evicted blocks to keep, within `budget`
+                crush = dict(crush)
+                anchor = getattr(
+                    openvino_genai.KVCrushAnchorPointMode, crush.pop("anchor_point_mode")
+                )
+                eviction["kvcrush_config"] = openvino_genai.KVCrushConfig(
+                    anchor_point_mode=anchor, **crush
+                )
             config.cache_eviction_config = openvino_genai.CacheEvictionConfig(
                 aggregation_mode=mode, **eviction
             )
@@ -168,8 +177,10 @@ def build_pipeline(spec: EngineSpec) -> Any:
         models_path = str(model_dir)
         adapters = properties["adapters"] = _adapter_config(spec.adapter, model_dir)
     if spec.kind in ("LM_CB", "VLM_CB"):
+        scheduler = _scheduler_config(spec.scheduler)
+        logger.debug("scheduler: %s", " ".join(scheduler.to_string().split()))
         pipeline = openvino_genai.ContinuousBatchingPipeline(
-            models_path, _scheduler_config(spec.scheduler), spec.device, properties
+            models_path, scheduler, spec.device, properties
         )
         if adapters is not None:
             _activate(pipeline, adapters)

@@ -1,10 +1,12 @@
-"""OVMS's server flags beyond models, on one server started with all of them, as an OVMS user
-would (graphrt/cli/ovms_server_flags.py): --log_path, --cache_dir, --cpu_extension,
---grpc_channel_arguments and --grpc_max_threads; and --version.
+"""OVMS's options graphrt used to refuse or drop, on one server started with all of them, as an
+OVMS user would: the server flags --log_path, --cache_dir, --cpu_extension,
+--grpc_channel_arguments and --grpc_max_threads (graphrt/cli/ovms_server_flags.py), --version;
+and the LLM graph options chat_template_mode and cache_eviction_config's kv_crush_config.
 
-The server serves an LLM graph (the tiny random llama) and a classic model that needs a custom
-operation: a string model whose StringTensorUnpack comes from the openvino_tokenizers extension
-library, which OpenVINO cannot read without that library (--cpu_extension).
+The server serves an LLM graph (the tiny random llama, with those options) and a classic model
+that needs a custom operation: a string model whose StringTensorUnpack comes from the
+openvino_tokenizers extension library, which OpenVINO cannot read without that library
+(--cpu_extension). It logs at DEBUG, so the engine's scheduler settings are in its log.
 """
 
 from __future__ import annotations
@@ -29,6 +31,16 @@ if TYPE_CHECKING:
 
 LLM, CLASSIC = "tiny-llm", "unpack"
 MAX_MESSAGE = 4096  # --grpc_channel_arguments grpc.max_receive_message_length
+EVICTION = {"start_size": 32, "recent_size": 32, "max_cache_size": 128}
+KV_CRUSH = {"budget": 2, "anchor_point_mode": "MEAN", "rng_seed": 5}
+LLM_OPTIONS = (
+    "chat_template_mode: MINJA\n"
+    "cache_eviction_config { "
+    + " ".join(f"{key}: {value}" for key, value in EVICTION.items())
+    + " kv_crush_config { "
+    + " ".join(f"{key}: {value}" for key, value in KV_CRUSH.items())
+    + " } }\n"
+)
 
 
 def extension_library() -> Path:
@@ -53,9 +65,11 @@ def save_string_model(path: Path) -> None:
 def repository(tiny_llm_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("ovms_flags")
     (root / LLM).mkdir()
+    graph = text_generation_graph(TextGenerationSettings(models_path=str(tiny_llm_gguf)))
+    anchor = "      cache_size: 0,\n"
+    assert anchor in graph
     (root / LLM / "graph.pbtxt").write_text(
-        text_generation_graph(TextGenerationSettings(models_path=str(tiny_llm_gguf))),
-        encoding="utf-8",
+        graph.replace(anchor, anchor + LLM_OPTIONS), encoding="utf-8"
     )
     save_string_model(root / CLASSIC)
     config = {
@@ -86,6 +100,8 @@ def flagged(
         f"grpc.max_receive_message_length={MAX_MESSAGE},grpc.keepalive_time_ms=60000",
         "--grpc_max_threads",
         "1",
+        "--log_level",
+        "DEBUG",
     ]
     with launch_exact(args, model=LLM) as server:
         server.wait_for_log(f"loaded {LLM}")
@@ -157,6 +173,57 @@ def test_grpc_max_threads_bounds_the_calls_in_progress(flagged: tuple[ExactServe
         pending.put(None)
         assert list(stream) == []
         assert stub.ServerLive(pb.ServerLiveRequest()).live
+
+
+def test_kv_crush_reaches_the_engine(flagged: tuple[ExactServer, int]) -> None:
+    """cache_eviction_config's kv_crush_config was parsed and dropped: the engine's scheduler
+    (its DEBUG line, genai's own description of it) now has it."""
+    server, _ = flagged
+    (line,) = [line for line in server.log().splitlines() if "scheduler:" in line]
+    assert "use_cache_eviction: 1" in line or "max_cache_size: 128" in line, line
+    assert "KVCrushConfig { budget: 2 rng_seed: 5 anchor_point_mode: MEAN }" in line
+
+
+def test_chat_template_mode_minja_renders_with_genai(
+    flagged: tuple[ExactServer, int], tiny_llm_gguf: Path
+) -> None:
+    """The answer is the engine's for the prompt openvino-genai's template engine renders, with
+    the graph's scheduler settings."""
+    import openvino_genai
+
+    server, _ = flagged
+    assert "rendered by openvino-genai (minja)" in server.log()
+    # 41 tokens once templated: openvino-genai 2026.4's cache eviction fails the engine step of
+    # a prompt of 33 to 39 tokens ("new_scores_size >= num_snapkv_scores"), with or without
+    # KVCrush, in the pipeline alone too.
+    messages = [{"role": "user", "content": "Name the capital of France and say why it matters."}]
+    with server.client() as client:
+        answer = client.chat.completions.create(
+            model=LLM,
+            messages=messages,  # type: ignore[arg-type]
+            max_tokens=8,
+            temperature=0,
+            extra_body={"ignore_eos": True},
+        )
+    scheduler = openvino_genai.SchedulerConfig()
+    scheduler.cache_eviction_config = openvino_genai.CacheEvictionConfig(
+        aggregation_mode=openvino_genai.AggregationMode.NORM_SUM,
+        kvcrush_config=openvino_genai.KVCrushConfig(
+            KV_CRUSH["budget"],
+            anchor_point_mode=openvino_genai.KVCrushAnchorPointMode.MEAN,
+            rng_seed=KV_CRUSH["rng_seed"],
+        ),
+        **EVICTION,
+    )
+    scheduler.use_cache_eviction = True
+    pipeline = openvino_genai.ContinuousBatchingPipeline(str(tiny_llm_gguf), scheduler, "CPU")
+    tokenizer = pipeline.get_tokenizer()
+    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+    config = openvino_genai.GenerationConfig(max_new_tokens=8, ignore_eos=True)
+    ids = tokenizer.encode(prompt, add_special_tokens=False).input_ids
+    (result,) = pipeline.generate([ids], [config])
+    expected = tokenizer.decode(list(result.m_generation_ids[0]))
+    assert answer.choices[0].message.content == expected
 
 
 def test_version_prints_graphrt_and_its_backends(tmp_path: Path) -> None:
