@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -118,3 +119,14 @@ def tiny_llm_gguf(smollm2_gguf: Path) -> Path:
         build_tiny_llm(smollm2_gguf, partial)
         os.replace(partial, target)  # atomic: a concurrent session sees all of it or nothing
     return target
+
+
+@pytest.fixture(scope="session")
+def classic_models() -> Any:
+    """tools/classic_models.py: tiny classic models in every format OpenVINO reads (writers)."""
+    path = Path(__file__).resolve().parents[1] / "tools" / "classic_models.py"
+    spec = importlib.util.spec_from_file_location("classic_models", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

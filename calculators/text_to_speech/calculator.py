@@ -34,20 +34,19 @@ from typing import ClassVar
 
 import numpy as np
 
-from calculators.llm.http_llm import request_body
-from calculators.llm.payload import HttpPayload, HttpReply
-from calculators.media.node import Chunk, MediaCalculator
+from calculators.http.apis import Api
+from calculators.http.payload import HttpPayload, request_body
+from calculators.http.replies import HttpReply, Reply, SseEvents
+from calculators.media.node import MediaCalculator
 from calculators.text_to_speech.resources import build_speech_servable
 from calculators.text_to_speech.t2s_calculator_pb2 import T2sCalculatorOptions
 from graphruntime import register_calculator
 from graphruntime.resources import ResourceFactory
 from servables.audio.codec import Samples, encode_audio
-from servables.openai.responses import sse_frame
 from servables.text_to_speech.protocol import delta_event, done_event, parse_speech
 from servables.text_to_speech.servable import VOICE_HEADER, SpeechServable, SpokenSentence
 
 RESOURCES = "TTS_NODE_RESOURCES"
-SSE = "text/event-stream"
 
 
 @register_calculator
@@ -55,19 +54,19 @@ class T2sCalculator(MediaCalculator):
     options_type = T2sCalculatorOptions
     resources = RESOURCES
     kind = "Text to speech"
-    endpoints = ("/audio/speech",)
+    apis = (Api.SPEECH,)
     servable_type = SpeechServable
     resource_factories: ClassVar[dict[str, ResourceFactory]] = {RESOURCES: build_speech_servable}
     servable: SpeechServable
 
-    async def answer(self, endpoint: str, payload: HttpPayload) -> AsyncGenerator[Chunk, None]:
+    async def answer(self, api: Api, payload: HttpPayload) -> AsyncGenerator[Reply, None]:
         servable = self.servable
         request = parse_speech(request_body(payload), servable.name, servable.config.speed_range)
         encode = partial(
             encode_audio, response_format=request.response_format, float_wav=ovms_path(payload)
         )
         headers = {VOICE_HEADER: servable.spoken_voice(request.voice)}
-        first = True  # a stream's headers go out with its first frame
+        first = True  # a stream's headers go out with its first step
         spoken: list[SpokenSentence] = []
         async with aclosing(servable.speak(request)) as items:
             async for item in items:
@@ -75,20 +74,21 @@ class T2sCalculator(MediaCalculator):
                     spoken.append(item)
                 elif isinstance(item, SpokenSentence):
                     data, _ = await asyncio.to_thread(encode, item.samples, item.rate)
-                    frame = sse_frame(delta_event(base64.b64encode(data).decode("ascii")))
-                    yield HttpReply(frame, SSE, headers) if first else frame
+                    event = delta_event(base64.b64encode(data).decode("ascii"))
+                    yield SseEvents.of([event], headers=headers if first else {})
                     first = False
                 elif request.stream:  # Finished
-                    frame = sse_frame(done_event(len(request.text)))
-                    yield HttpReply(frame, SSE, headers) if first else frame
+                    yield SseEvents.of(
+                        [done_event(len(request.text))], headers=headers if first else {}
+                    )
                 else:
                     body, content_type = await asyncio.to_thread(whole_file, spoken, encode)
-                    yield HttpReply(body, content_type, headers)
+                    yield HttpReply(body, content_type, headers=headers)
 
 
 def ovms_path(payload: HttpPayload) -> bool:
     """True under OVMS's /v3/ (WAV as 32-bit float), False under OpenAI's /v1/ (16-bit PCM)."""
-    return not payload.uri.split("?", 1)[0].rstrip("/").endswith("/v1/audio/speech")
+    return not payload.path.endswith("/v1/audio/speech")
 
 
 def whole_file(

@@ -23,6 +23,7 @@ import json
 import time
 import wave
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,9 @@ from google.protobuf import text_format
 
 import calculators.voice.audio_reply  # registers the calculators
 import calculators.voice.sentence_splitter  # noqa: F401
-from calculators.llm.payload import HttpReply
-from calculators.voice.packets import ChatChunk, SentenceAudio, SentenceBatch, SpokenBatch
+from calculators.http.replies import HttpReply, JsonReply, Reply, SseEvents, encode
+from calculators.llm.answer import ChatChunk
+from calculators.voice.packets import SentenceAudio, SentenceBatch, SpokenBatch
 from graphruntime import Graph, Packet
 from graphruntime.config import parse_graph_config
 from graphruntime.testing import CalculatorRunner
@@ -110,8 +112,9 @@ class Answer:
         return dumps(body).encode()
 
 
-def events(payload: bytes) -> list[Any]:
+def events(reply: Reply) -> list[Any]:
     """The SSE frames of an output packet: parsed JSON, or the string "[DONE]"."""
+    payload = encode(reply)
     assert payload.endswith(b"\n\n"), payload
     found: list[Any] = []
     for frame in payload[:-2].split(b"\n\n"):
@@ -209,7 +212,7 @@ def test_read_a_unary_body() -> None:
     chunk = ChatChunk.read(payload)
     assert chunk.done
     assert chunk.events == []
-    assert chunk.body == json.loads(payload)
+    assert chunk.body == json.loads(encode(payload))
     assert chunk.text() == "Hello there. Bye."
     assert not chunk.failed
 
@@ -333,8 +336,8 @@ def reply_run(
 
 def body(payload: Any) -> Any:
     """A packet of the reply node without the X-Voice header its first spoken packet has."""
-    if isinstance(payload, HttpReply) and VOICE_HEADER in payload.headers:
-        return payload.body
+    if isinstance(payload, JsonReply | SseEvents) and payload.headers:
+        return replace(payload, headers={})
     return payload
 
 
@@ -569,7 +572,7 @@ def test_reply_unary_answer_carries_message_audio() -> None:
         ],
     )
     [(payload, _)] = out
-    body = json.loads(payload)
+    body = json.loads(encode(payload))
     expected = json.loads(unary)
     audio = body["choices"][0]["message"].pop("audio")
     assert body == expected  # the rest of the LLM's answer unchanged, content included
@@ -598,7 +601,7 @@ def test_reply_unary_answer_and_its_speech_in_one_call() -> None:
         UNARY_WAV, [(0, unary)], [(0, SpokenBatch([sentence], True))]
     )
     assert timestamp == 0
-    audio = json.loads(payload)["choices"][0]["message"]["audio"]
+    audio = json.loads(encode(payload))["choices"][0]["message"]["audio"]
     samples, _ = wav_samples(base64.b64decode(audio["data"]))
     assert_pcm16_of(samples, sentence.samples)
 
@@ -662,9 +665,8 @@ async def test_steps_text_is_held_until_the_first_speech_then_flows() -> None:
     assert_increasing(steps.out)
     # The first packet out names who spoke (a response header); the others are plain frames.
     first, *rest = steps.packets
-    assert isinstance(first, HttpReply) and first.content_type == "text/event-stream"
-    assert first.headers == {VOICE_HEADER: "default"}
-    assert all(isinstance(packet, bytes) for packet in rest)
+    assert isinstance(first, SseEvents) and first.headers == {VOICE_HEADER: "default"}
+    assert all(not packet.headers for packet in rest)
 
 
 async def test_steps_a_text_answer_is_not_held() -> None:
@@ -687,12 +689,11 @@ async def test_steps_unary_answer_goes_out_with_the_final_batch() -> None:
     assert await steps.send_raw("speech", first, 0) == []
     sent = await steps.send_raw("speech", SpokenBatch([spoken("Bye.", 2)], True, "alloy"), 1)
     [(payload, _)] = sent
-    assert json.loads(payload)["choices"][0]["message"]["audio"]["transcript"] == "Hi. Bye."
+    assert json.loads(encode(payload))["choices"][0]["message"]["audio"]["transcript"] == "Hi. Bye."
     await steps.finish()
     assert len(steps.out) == 1
     [reply] = steps.packets
-    assert isinstance(reply, HttpReply) and reply.content_type == "application/json"
-    assert reply.headers == {VOICE_HEADER: "alloy"}
+    assert isinstance(reply, JsonReply) and reply.headers == {VOICE_HEADER: "alloy"}
 
 
 def test_reply_an_error_mid_stream_ends_it_as_chat_streams_end() -> None:
@@ -716,4 +717,4 @@ def test_reply_a_unary_answer_with_nothing_spoken_has_no_audio() -> None:
     """A tool call or an empty answer: `message.audio` is null, not an empty file."""
     body = Answer().unary("")
     [(payload, _)] = reply_run(UNARY_WAV, [(0, body)], [(1, SpokenBatch([], True))])
-    assert json.loads(payload)["choices"][0]["message"]["audio"] is None
+    assert json.loads(encode(payload))["choices"][0]["message"]["audio"] is None
