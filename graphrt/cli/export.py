@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shlex
 from pathlib import Path
 
 from graphrt.cli.options import (
@@ -90,6 +91,7 @@ def run_export(args: argparse.Namespace) -> int:
         weight_format=args.weight_format,
         overwrite_models=args.overwrite_models,
         graph=export_graph_settings(args, plugin_config),
+        extra_quantization_params=tuple(shlex.split(args.extra_quantization_params)),
     )
     try:
         if args.task == "text_generation":
@@ -127,6 +129,12 @@ def add_export_arguments(export: argparse.ArgumentParser) -> None:
         default="int8",
         choices=["fp32", "fp16", "int8", "int4"],
         help="for Hugging Face sources",
+    )
+    export.add_argument(
+        "--extra_quantization_params",
+        default="",
+        help="more optimum-cli arguments for Hugging Face sources, e.g. "
+        "'--sym --group-size -1 --ratio 1.0 --all-layers' (int4 channel-wise, every layer)",
     )
     export.add_argument(
         "--target_device", default="CPU", help="OpenVINO device written into graph.pbtxt"
