@@ -78,7 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--property", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--top", type=int, default=10)
     args = parser.parse_args(argv)
-    from servables.llm.gguf_lora import MODEL_XML, named_model_dir
+    from servables.llm.gguf_graph import MODEL_XML
+    from servables.llm.gguf_lora import named_model_dir
 
     if args.model is None:
         from graphrt.serving.default_model import default_model_path

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from graphrt.cli.options import (
     add_encoder_arguments,
+    add_gguf_weights_argument,
     add_media_arguments,
     media_flags,
     parse_bool,
@@ -78,6 +79,7 @@ def export_graph_settings(
         pipeline_type=args.pipeline_type,
         kv_cache_precision=args.kv_cache_precision,
         plugin_config=plugin_config,
+        gguf_weights=args.gguf_weights,
     )
 
 
@@ -166,6 +168,7 @@ def add_export_arguments(export: argparse.ArgumentParser) -> None:
         help="KV cache element type",
     )
     export.add_argument("--plugin_config", help="JSON object of OpenVINO properties")
+    add_gguf_weights_argument(export)
     export.add_argument(
         "--overwrite_models",
         action="store_true",
