@@ -1,8 +1,9 @@
-"""What requantizing a GGUF costs in accuracy: each `gguf_weights` layout against the file's
-own weights, on the next-token distributions of a fixed text.
+"""What requantizing a GGUF costs in accuracy: each `gguf_weights` layout against genai's graph
+of the file (the default), on the next-token distributions of a fixed text.
 
 The graphs are the ones the engine runs: openvino-genai's graph of the GGUF (the file's own
-quantization blocks, the exact path) and the same graph with its weights requantized
+quantization blocks, the default path; exact for Q4_0, while Q4_1's block minimums become integer
+zero points) and the same graph with its weights requantized
 (servables/llm/gguf_requantize.py, the cached directories the server loads). Each reads the text
 in one pass, and at every position the script compares the next-token distributions: the KL
 divergence KL(exact || requantized) (what llama.cpp's `llama-perplexity --kl-divergence`
@@ -112,10 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         other = log_probabilities(requantized_model_dir(args.model, layout) / MODEL_XML, ids)
         found = compare(exact, other[:-1], ids)
         print(
-            f"{layout}: KL(file's weights || {layout}) per token: mean {found['kl_mean']:.4f}, "
+            f"{layout}: KL(genai's graph || {layout}) per token: mean {found['kl_mean']:.4f}, "
             f"p99 {found['kl_p99']:.4f}, max {found['kl_max']:.4f} nats; same most likely "
             f"token {100 * found['top1_same']:.1f}%; perplexity {found['ppl_exact']:.2f} "
-            f"(file's weights) vs {found['ppl_other']:.2f}",
+            f"(genai's graph) vs {found['ppl_other']:.2f}",
             flush=True,
         )
     return 0

@@ -21,7 +21,10 @@ on first use, under
 a file lock. On 2 cores: ~3 minutes for the checkpoint, ~2 for the f16 GGUF, 1-2 per quantized
 GGUF, 4-8 per IR; ~10 GB on disk.
 
-    python benchmarks/llama1b_fixture.py [FORMAT ...]   # builds, prints {format: path} as JSON
+    python benchmarks/llama1b_fixture.py [FORMAT ...] [--check]   # builds, prints the paths
+
+`--check` also decodes the f16 GGUF greedily in openvino-genai and in llama-server from the same
+prompt ids: the tokens must be the same (both engines read the same model).
 
 FORMAT: hf, f16, Q4_0, Q4_1, Q4_K_M, or one of IR_FORMATS' names (default: all).
 """
@@ -131,11 +134,56 @@ def resolve(model: str) -> Path:
     return requantized_model_dir(path, layout)
 
 
+CHECK_PROMPT = "The quick brown fox jumps over the lazy dog. Once upon a time"
+CHECK_TOKENS = 16
+
+
+def same_tokens(gguf: Path) -> tuple[list[int], list[int]]:
+    """Greedy tokens of `gguf` from llama-server and from openvino-genai, the same prompt ids
+    given to both: equal when both engines read the same model."""
+    import urllib.request
+
+    import numpy as np
+    import openvino as ov
+    import openvino_genai
+    from peers import LlamaServer
+
+    config = openvino_genai.GenerationConfig()
+    config.max_new_tokens, config.ignore_eos, config.do_sample = CHECK_TOKENS, True, False
+    pipeline = openvino_genai.ContinuousBatchingPipeline(
+        str(gguf), openvino_genai.SchedulerConfig(), "CPU", {}
+    )
+    prompt = pipeline.get_tokenizer().encode(CHECK_PROMPT).input_ids
+    ids = [int(token) for token in prompt.data[0]]
+    (result,) = pipeline.generate([ov.Tensor(np.asarray([ids], np.int64))], [config])
+    genai_tokens = [int(token) for token in result.m_generation_ids[0]]
+    del pipeline
+    server = LlamaServer(program("llama-server"), gguf, 1, 1024, os.cpu_count() or 2)
+    try:
+        server.wait_ready()
+        body = {"prompt": ids, "n_predict": CHECK_TOKENS, "ignore_eos": True, "top_k": 1}
+        body |= {"temperature": 0, "return_tokens": True, "cache_prompt": False}
+        request = urllib.request.Request(
+            server.url + "/completion", json.dumps(body).encode(), method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=600) as response:
+            llama_tokens = [int(token) for token in json.load(response)["tokens"]]
+    finally:
+        server.stop()
+    return genai_tokens, llama_tokens
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    names = list(argv) if argv else list(FORMATS)
+    names = [name for name in argv or () if name != "--check"] or list(FORMATS)
     fixture = Fixture()
     paths = {name: str(fixture.path(name)) for name in names}
     print(json.dumps(paths, indent=2))
+    if argv and "--check" in argv:
+        genai_tokens, llama_tokens = same_tokens(fixture.path("f16"))
+        same = genai_tokens == llama_tokens
+        print(f"greedy tokens of the f16 GGUF\n  openvino-genai: {genai_tokens}")
+        print(f"  llama-server:   {llama_tokens}\n  {'same' if same else 'DIFFERENT'}")
+        return 0 if same else 1
     return 0
 
 
