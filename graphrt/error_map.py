@@ -29,6 +29,7 @@ from servables.errors import (
     ServableError,
     ServableLoadError,
     ServableNotReady,
+    UnsupportedEndpoint,
     readable_message,
 )
 
@@ -44,6 +45,7 @@ class ErrorMapping:
 
 # Most specific classes first: lookup walks the table in order with isinstance().
 TABLE: tuple[tuple[type[BaseException], ErrorMapping], ...] = (
+    (UnsupportedEndpoint, ErrorMapping(404, "invalid_request_error", "unsupported_endpoint")),
     (InvalidRequest, ErrorMapping(400, "invalid_request_error")),
     (Unauthorized, ErrorMapping(401, "invalid_request_error", "invalid_api_key")),
     (ModelNotFound, ErrorMapping(404, "invalid_request_error", "model_not_found")),

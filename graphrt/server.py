@@ -22,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from calculators.llm.media import MEDIA_POLICY
+from calculators.http.services import MEDIA_POLICY
 from graphrt.export.lora_modules import LoraModulesError, parse_lora_modules, with_lora_modules
 from graphrt.export.media_graphs import (
     MEDIA_TASKS,

@@ -58,6 +58,10 @@ class InvalidRequest(ServableError):
     """The request is malformed or out of range (400)."""
 
 
+class UnsupportedEndpoint(InvalidRequest):
+    """The request's path is no endpoint of the model's graph, nor of any API (404)."""
+
+
 class GrammarNotCompiled(InvalidRequest):
     """The engine could not compile the request's grammar (400; the servable names the field)."""
 

@@ -35,6 +35,17 @@ FormValue = str | UploadedFile
 Form = Mapping[str, Sequence[FormValue]]
 
 
+def model_of(body: Mapping[str, Any]) -> str:
+    """A JSON request's `model`, with OVMS's messages: read by the route to find the graph and
+    by the protocols that echo it, one reader for both."""
+    model = body.get("model")
+    if model is None:
+        raise InvalidRequest("model missing in request", param="model")
+    if not isinstance(model, str):
+        raise InvalidRequest("model is not a string", param="model")
+    return model
+
+
 class RequestFields:
     """See the module docstring. `form` is a multipart form (field name → its parts, in order),
     else `values` is a JSON object."""

@@ -27,11 +27,11 @@ from typing import Any, ClassVar
 from calculators.embeddings.embeddings_calculator_ov_pb2 import EmbeddingsCalculatorOVOptions
 from calculators.embeddings.resources import build_embeddings_servable
 from calculators.encoders.calculator import EncoderCalculator
+from calculators.http.apis import Api
 from graphruntime import CalculatorContext, register_calculator
 from graphruntime.resources import ResourceFactory
 from servables.embeddings.protocol import parse_embeddings_request, response_body, shorten
 from servables.embeddings.servable import EmbeddingsServable
-from servables.openai.responses import dumps
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class EmbeddingsCalculatorOV(EncoderCalculator):
     options_type = EmbeddingsCalculatorOVOptions
     resources = RESOURCES
     kind = "Embeddings"
-    endpoint = "embeddings"
+    endpoint = Api.EMBEDDINGS
     model = "an embeddings model"
     resource_factories: ClassVar[dict[str, ResourceFactory]] = {
         RESOURCES: build_embeddings_servable
@@ -53,11 +53,10 @@ class EmbeddingsCalculatorOV(EncoderCalculator):
     def open(self, cc: CalculatorContext) -> None:
         self.servable = self.find_servable(cc, EmbeddingsServable)
 
-    async def answer(self, path: str, body: Any) -> bytes:
+    async def answer(self, path: str, body: Any) -> dict[str, Any]:
         request = parse_embeddings_request(body, self.servable.max_inputs)
         if request.ignored_fields:
             logger.debug("ignoring request fields: %s", ", ".join(request.ignored_fields))
         result = await self.servable.embed(request.texts, request.token_ids)
         vectors = shorten(result.vectors, request.dimensions, self.servable.normalize)
-        body = response_body(request.model, vectors, result.prompt_tokens, request.encoding_format)
-        return dumps(body).encode()
+        return response_body(request.model, vectors, result.prompt_tokens, request.encoding_format)

@@ -1,6 +1,6 @@
 """EncoderCalculator: the shape OVMS's embeddings and rerank calculators share.
 
-One REQUEST_PAYLOAD packet in, one RESPONSE_PAYLOAD JSON body out; the servable comes from the
+One REQUEST_PAYLOAD packet in, one RESPONSE_PAYLOAD JSON reply out; the servable comes from the
 node's resources side packet, keyed by node name; `/tokenize` is answered by the servable's
 tokenizer, the model's own endpoint by the subclass's `answer`, any other path is refused.
 """
@@ -9,15 +9,14 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from calculators.llm.http_llm import request_body
-from calculators.llm.payload import HttpPayload
+from calculators.http.apis import Api, expect_api
+from calculators.http.payload import PAYLOAD_TAGS, HttpPayload, request_body
+from calculators.http.replies import JsonReply
 from calculators.node_resources import node_servable
 from graphruntime import Calculator, CalculatorContext, CalculatorContract
-from servables.errors import InvalidRequest
 from servables.openai.tokenize import TokenizeRequest, tokenize_reply
 
-REQUEST = "REQUEST_PAYLOAD"
-RESPONSE = "RESPONSE_PAYLOAD"
+REQUEST, RESPONSE = PAYLOAD_TAGS[1]  # OVMS's encoder graphs: REQUEST_PAYLOAD, RESPONSE_PAYLOAD
 
 S = TypeVar("S")
 
@@ -36,14 +35,14 @@ class EncoderCalculator(Calculator):
     blocking = False  # process() is async; tokenization and inference run on worker threads
     resources: ClassVar[str]  # the side packet's tag, e.g. "EMBEDDINGS_NODE_RESOURCES"
     kind: ClassVar[str]  # in OVMS's "Could not find initialized <kind> node" message
-    endpoint: ClassVar[str]  # the last part of the path the model answers, e.g. "embeddings"
+    endpoint: ClassVar[Api]  # the API the model answers, e.g. Api.EMBEDDINGS
     model: ClassVar[str]  # what the model is, for requests sent to another endpoint
     servable: EncoderServable
 
     @classmethod
     def get_contract(cls, cc: CalculatorContract) -> None:
         cc.inputs.declare(REQUEST, HttpPayload)
-        cc.outputs.declare(RESPONSE, bytes)
+        cc.outputs.declare(RESPONSE, JsonReply)
         cc.input_side_packets.declare(cls.resources, dict)
         assert cls.options_type is not None
         if cc.options(cls.options_type) is None:
@@ -56,17 +55,15 @@ class EncoderCalculator(Calculator):
     async def process(self, cc: CalculatorContext) -> None:
         packet = cc.inputs[REQUEST]
         payload: HttpPayload = packet.payload
-        path = payload.uri.split("?", 1)[0].rstrip("/")
-        if path.endswith("/tokenize"):
+        api = expect_api(payload.uri, self.model, Api.TOKENIZE, self.endpoint)
+        if api is Api.TOKENIZE:
             reply = await tokenize_reply(
                 self.servable.tokenize, request_body(payload), self.servable.context
             )
-        elif path.endswith(f"/{self.endpoint}"):
-            reply = await self.answer(path, request_body(payload))
         else:
-            raise InvalidRequest(f"{self.servable.name} is {self.model}: use /v3/{self.endpoint}")
-        cc.outputs[RESPONSE].add(reply, packet.timestamp)
+            reply = await self.answer(payload.path, request_body(payload))
+        cc.outputs[RESPONSE].add(JsonReply(reply), packet.timestamp)
 
-    async def answer(self, path: str, body: Any) -> bytes:
-        """The JSON response to a request body sent to the model's own endpoint."""
+    async def answer(self, path: str, body: Any) -> Any:
+        """The JSON answer to a request body sent to the model's own endpoint."""
         raise NotImplementedError

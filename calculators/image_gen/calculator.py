@@ -30,11 +30,12 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import ClassVar
 
+from calculators.http.apis import Api
+from calculators.http.payload import HttpPayload, request_body
+from calculators.http.replies import JsonReply, Reply, SseEvents
 from calculators.image_gen.image_gen_calculator_pb2 import ImageGenCalculatorOptions
 from calculators.image_gen.resources import build_image_gen_servable
-from calculators.llm.http_llm import request_body
-from calculators.llm.payload import HttpPayload
-from calculators.media.node import Chunk, MediaCalculator
+from calculators.media.node import MediaCalculator
 from graphruntime import register_calculator
 from graphruntime.resources import ResourceFactory
 from servables.errors import InvalidRequest
@@ -47,13 +48,10 @@ from servables.image_gen.protocol import (
 )
 from servables.image_gen.servable import ImageGenServable, PartialImage
 from servables.media.images import ImageLimits
-from servables.openai.responses import dumps, sse_frame
 from servables.pipelines.runner import Finished
 from servables.request_fields import RequestFields
 
 RESOURCES = "IMAGE_GEN_NODE_RESOURCES"
-GENERATIONS = "/images/generations"
-EDITS = "/images/edits"
 
 
 @register_calculator
@@ -61,15 +59,15 @@ class ImageGenCalculator(MediaCalculator):
     options_type = ImageGenCalculatorOptions
     resources = RESOURCES
     kind = "Image Generation"
-    endpoints = (GENERATIONS, EDITS)
+    apis = (Api.IMAGE_GENERATIONS, Api.IMAGE_EDITS)
     servable_type = ImageGenServable
     resource_factories: ClassVar[dict[str, ResourceFactory]] = {RESOURCES: build_image_gen_servable}
     servable: ImageGenServable
 
-    async def answer(self, endpoint: str, payload: HttpPayload) -> AsyncGenerator[Chunk, None]:
+    async def answer(self, api: Api, payload: HttpPayload) -> AsyncGenerator[Reply, None]:
         config = self.servable.config
         self.servable.runner.admit()  # a full queue refuses before the uploads are decoded
-        if endpoint == EDITS:
+        if api is Api.IMAGE_EDITS:
             if payload.form is None:
                 raise InvalidRequest("/images/edits takes a multipart/form-data body")
             fields = RequestFields(form=payload.form)
@@ -80,12 +78,11 @@ class ImageGenCalculator(MediaCalculator):
         async with aclosing(self.servable.generate(request)) as items:
             async for item in items:
                 if isinstance(item, PartialImage):
-                    yield sse_frame(partial_image_event(request, item.b64, item.index))
+                    yield SseEvents.of([partial_image_event(request, item.b64, item.index)])
                 elif isinstance(item, Finished):
                     result = item.result
                     if request.stream:
                         for image in result.images:
-                            yield sse_frame(completed_event(request, image, result.usage))
+                            yield SseEvents.of([completed_event(request, image, result.usage)])
                     else:
-                        body = response_body(request, result.images, result.usage)
-                        yield dumps(body).encode()
+                        yield JsonReply(response_body(request, result.images, result.usage))

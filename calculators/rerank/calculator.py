@@ -25,11 +25,11 @@ import logging
 from typing import Any, ClassVar
 
 from calculators.encoders.calculator import EncoderCalculator
+from calculators.http.apis import Api
 from calculators.rerank.rerank_calculator_ov_pb2 import RerankCalculatorOVOptions
 from calculators.rerank.resources import build_rerank_servable
 from graphruntime import CalculatorContext, register_calculator
 from graphruntime.resources import ResourceFactory
-from servables.openai.responses import dumps
 from servables.rerank.protocol import parse_rerank_request, response_body
 from servables.rerank.servable import RerankServable
 
@@ -43,7 +43,7 @@ class RerankCalculatorOV(EncoderCalculator):
     options_type = RerankCalculatorOVOptions
     resources = RESOURCES
     kind = "Rerank"
-    endpoint = "rerank"
+    endpoint = Api.RERANK
     model = "a rerank model"
     resource_factories: ClassVar[dict[str, ResourceFactory]] = {RESOURCES: build_rerank_servable}
     servable: RerankServable
@@ -51,7 +51,7 @@ class RerankCalculatorOV(EncoderCalculator):
     def open(self, cc: CalculatorContext) -> None:
         self.servable = self.find_servable(cc, RerankServable)
 
-    async def answer(self, path: str, body: Any) -> bytes:
+    async def answer(self, path: str, body: Any) -> dict[str, Any]:
         request = parse_rerank_request(body)
         if request.ignored_fields:
             logger.debug("ignoring request fields: %s", ", ".join(request.ignored_fields))
@@ -62,4 +62,4 @@ class RerankCalculatorOV(EncoderCalculator):
             request.max_tokens_per_doc,
         )
         version = "2" if path.startswith("/v2/") else "1"
-        return dumps(response_body(request, result.scores, result.input_tokens, version)).encode()
+        return response_body(request, result.scores, result.input_tokens, version)

@@ -37,14 +37,15 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import ClassVar
 
-from calculators.llm.payload import HttpPayload, HttpReply
-from calculators.media.node import Chunk, MediaCalculator
+from calculators.http.apis import Api
+from calculators.http.payload import HttpPayload
+from calculators.http.replies import HttpReply, Reply, SseEvents
+from calculators.media.node import MediaCalculator
 from calculators.speech_to_text.resources import build_transcription_servable
 from calculators.speech_to_text.s2t_calculator_pb2 import S2tCalculatorOptions
 from graphruntime import register_calculator
 from graphruntime.resources import ResourceFactory
 from servables.errors import InvalidRequest
-from servables.openai.responses import sse_frame
 from servables.pipelines.runner import Finished
 from servables.request_fields import RequestFields
 from servables.speech_to_text.protocol import (
@@ -56,8 +57,6 @@ from servables.speech_to_text.protocol import (
 from servables.speech_to_text.servable import TranscriptionServable
 
 RESOURCES = "STT_NODE_RESOURCES"
-TRANSCRIPTIONS = "/audio/transcriptions"
-TRANSLATIONS = "/audio/translations"
 
 
 @register_calculator
@@ -65,28 +64,28 @@ class S2tCalculator(MediaCalculator):
     options_type = S2tCalculatorOptions
     resources = RESOURCES
     kind = "Speech to text"
-    endpoints = (TRANSCRIPTIONS, TRANSLATIONS)
+    apis = (Api.TRANSCRIPTIONS, Api.TRANSLATIONS)
     servable_type = TranscriptionServable
     resource_factories: ClassVar[dict[str, ResourceFactory]] = {
         RESOURCES: build_transcription_servable
     }
     servable: TranscriptionServable
 
-    async def answer(self, endpoint: str, payload: HttpPayload) -> AsyncGenerator[Chunk, None]:
+    async def answer(self, api: Api, payload: HttpPayload) -> AsyncGenerator[Reply, None]:
         if payload.form is None:
-            raise InvalidRequest(f"{endpoint} takes a multipart/form-data body with the file")
+            raise InvalidRequest(f"{api.value} takes a multipart/form-data body with the file")
         request = parse_transcription(
             RequestFields(form=payload.form),
             self.servable.name,
-            translate=endpoint == TRANSLATIONS,
+            translate=api is Api.TRANSLATIONS,
             word_timestamps=self.servable.config.word_timestamps,
         )
         async with aclosing(await self.servable.transcribe(request)) as items:
             async for item in items:
                 if isinstance(item, Finished):
                     if request.stream:
-                        yield sse_frame(done_event(item.result.text))
+                        yield SseEvents.of([done_event(item.result.text)])
                     else:
                         yield HttpReply(*response(request, item.result))
                 else:
-                    yield sse_frame(delta_event(item))
+                    yield SseEvents.of([delta_event(item)])

@@ -31,15 +31,15 @@ from typing import ClassVar
 
 import numpy as np
 
-from calculators.llm.http_llm import request_body
-from calculators.llm.payload import HttpPayload, HttpReply
-from calculators.media.node import Chunk, MediaCalculator
+from calculators.http.apis import Api
+from calculators.http.payload import HttpPayload, request_body
+from calculators.http.replies import HttpReply, Reply, SseEvents
+from calculators.media.node import MediaCalculator
 from calculators.text_to_speech.resources import build_speech_servable
 from calculators.text_to_speech.t2s_calculator_pb2 import T2sCalculatorOptions
 from graphruntime import register_calculator
 from graphruntime.resources import ResourceFactory
 from servables.audio.codec import encode_audio
-from servables.openai.responses import sse_frame
 from servables.pipelines.runner import Finished
 from servables.text_to_speech.protocol import delta_event, done_event, parse_speech
 from servables.text_to_speech.servable import SpeechServable, SpokenSentence
@@ -52,12 +52,12 @@ class T2sCalculator(MediaCalculator):
     options_type = T2sCalculatorOptions
     resources = RESOURCES
     kind = "Text to speech"
-    endpoints = ("/audio/speech",)
+    apis = (Api.SPEECH,)
     servable_type = SpeechServable
     resource_factories: ClassVar[dict[str, ResourceFactory]] = {RESOURCES: build_speech_servable}
     servable: SpeechServable
 
-    async def answer(self, endpoint: str, payload: HttpPayload) -> AsyncGenerator[Chunk, None]:
+    async def answer(self, api: Api, payload: HttpPayload) -> AsyncGenerator[Reply, None]:
         servable = self.servable
         request = parse_speech(request_body(payload), servable.name, servable.config.speed_range)
         spoken: list[SpokenSentence] = []
@@ -68,12 +68,12 @@ class T2sCalculator(MediaCalculator):
                         data, _ = await asyncio.to_thread(
                             encode_audio, item.samples, item.rate, request.response_format
                         )
-                        yield sse_frame(delta_event(base64.b64encode(data).decode("ascii")))
+                        yield SseEvents.of([delta_event(base64.b64encode(data).decode("ascii"))])
                     else:
                         spoken.append(item)
                 elif isinstance(item, Finished):
                     if request.stream:
-                        yield sse_frame(done_event(len(request.text)))
+                        yield SseEvents.of([done_event(len(request.text))])
                     else:
                         yield await asyncio.to_thread(whole_file, spoken, request.response_format)
 

@@ -34,16 +34,17 @@ from typing import Any
 
 import numpy as np
 
-from calculators.voice.packets import SSE_DONE, ChatChunk, SpokenBatch
+from calculators.http.payload import RESPONSE
+from calculators.http.replies import JsonReply, SseEvents
+from calculators.llm.answer import ChatChunk
+from calculators.voice.packets import SpokenBatch
 from graphruntime import Calculator, CalculatorContext, CalculatorContract, register_calculator
 from servables.audio.codec import encode_audio
 from servables.openai.audio_chat import AudioReply, answer_audio, audio_chunk, closing_chunks
-from servables.openai.responses import dumps, sse_frame
 
 CHUNK = "CHUNK"
 SPEECH = "SPEECH"
 AUDIO_REPLY = "AUDIO_REPLY"
-RESPONSE = "HTTP_RESPONSE_PAYLOAD"
 _UNKNOWN = object()
 
 
@@ -60,7 +61,7 @@ class ChatAudioReplyCalculator(Calculator):
     def open(self, cc: CalculatorContext) -> None:
         self.reply: Any = _UNKNOWN
         self.early: list[Any] = []  # LLM packets that came before AUDIO_REPLY
-        self.held: list[bytes] = []  # text frames until the speech node has taken a batch
+        self.held: list[SseEvents] = []  # text events until the speech node took a batch
         self.closing: list[dict[str, Any]] = []  # what ends the stream: after the speech
         self.spoken = False  # the speech node has taken its first batch
         self.text_done = self.speech_done = self.answered = self.failed = False
@@ -112,11 +113,10 @@ class ChatAudioReplyCalculator(Calculator):
             now, ending = closing_chunks(chunk.events)
             self.closing += ending
             self.failed = self.failed or chunk.failed
-            frames = b"".join(map(sse_frame, now))
-            if frames and self.spoken:
-                self._emit(cc, frames)
-            elif frames:
-                self.held.append(frames)
+            if now and self.spoken:
+                self._emit(cc, SseEvents.of(now))
+            elif now:
+                self.held.append(SseEvents.of(now))
         self.text_done = self.text_done or chunk.done
         self._finish(cc, reply)
 
@@ -125,8 +125,8 @@ class ChatAudioReplyCalculator(Calculator):
         if not self.spoken:
             self.spoken = True
             held, self.held = self.held, []
-            for frames in held:
-                self._emit(cc, frames)
+            for events in held:
+                self._emit(cc, events)
         for index, sentence in enumerate(batch.sentences):
             if not sentence.samples.size:
                 continue
@@ -137,11 +137,11 @@ class ChatAudioReplyCalculator(Calculator):
             data, _ = encode_audio(sentence.samples, sentence.rate, reply.format)
             last = batch.final and index == len(batch.sentences) - 1
             text = self._transcript(sentence.text)
-            self._emit(cc, sse_frame(audio_chunk(self.envelope, reply, data, text, last)))
+            self._emit(cc, SseEvents.of([audio_chunk(self.envelope, reply, data, text, last)]))
         last_sent = batch.sentences and batch.sentences[-1].samples.size
         if reply.stream and batch.final and not last_sent and not self.failed:
             # The final batch said nothing more: the audio's expires_at goes out on its own.
-            self._emit(cc, sse_frame(audio_chunk(self.envelope, reply, b"", "", last=True)))
+            self._emit(cc, SseEvents.of([audio_chunk(self.envelope, reply, b"", "", last=True)]))
         self.speech_done = batch.final
         self._finish(cc, reply)
 
@@ -160,14 +160,16 @@ class ChatAudioReplyCalculator(Calculator):
             return
         self.answered = True
         if reply.stream:
-            self._emit(cc, b"".join(map(sse_frame, self.closing)) + SSE_DONE + b"\n\n")
+            self._emit(cc, SseEvents.of(self.closing, done=True))
             return
         assert self.body is not None
-        choices = self.body.get("choices") or [{}]
-        message = choices[0].setdefault("message", {})
+        # A new body: the LLM's reply is a packet other nodes may read too.
+        first, *others = self.body.get("choices") or [{}]
+        message = dict(first.get("message") or {})
         transcript = message.get("content") or ""
         message["audio"] = None
         if self.samples and transcript:
             data, _ = encode_audio(np.concatenate(self.samples), self.rate, reply.format)
             message["audio"] = answer_audio(reply, data, transcript)
-        self._emit(cc, dumps(self.body).encode())
+        choices = [{**first, "message": message}, *others]
+        self._emit(cc, JsonReply({**self.body, "choices": choices}))

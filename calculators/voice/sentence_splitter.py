@@ -17,7 +17,8 @@ asks for a text answer (None there) gets no batches at all; without it, every an
 
 from __future__ import annotations
 
-from calculators.voice.packets import ChatChunk, SentenceBatch
+from calculators.llm.answer import ChatChunk
+from calculators.voice.packets import SentenceBatch
 from graphruntime import Calculator, CalculatorContext, CalculatorContract, register_calculator
 from servables.openai.audio_chat import AudioReply
 from servables.text.sentences import SentenceBuffer

@@ -29,8 +29,8 @@ import json
 from contextlib import aclosing
 from typing import ClassVar
 
-from calculators.llm.http_llm import request_body, route_of
-from calculators.llm.payload import HttpPayload
+from calculators.http.apis import Api, api_of
+from calculators.http.payload import REQUEST, HttpPayload, request_body
 from calculators.node_resources import node_servable
 from calculators.speech_to_text.resources import build_transcription_servable
 from calculators.speech_to_text.s2t_calculator_pb2 import S2tCalculatorOptions
@@ -50,7 +50,6 @@ from servables.request_fields import UploadedFile
 from servables.speech_to_text.protocol import TranscriptionRequest
 from servables.speech_to_text.servable import TranscriptionServable
 
-REQUEST = "HTTP_REQUEST_PAYLOAD"
 AUDIO_REPLY = "AUDIO_REPLY"
 RESOURCES = "STT_NODE_RESOURCES"
 
@@ -84,7 +83,7 @@ class ChatTranscriptionCalculator(Calculator):
         packet = cc.inputs[REQUEST]
         payload: HttpPayload = packet.payload
         reply: AudioReply | None = None
-        if route_of(payload.uri) == "chat":
+        if api_of(payload.uri) is Api.CHAT:
             body = request_body(payload)
             if isinstance(body, dict):
                 refuse_audio_ids(body)

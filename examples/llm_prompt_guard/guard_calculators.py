@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from calculators.llm.payload import HttpPayload
+from calculators.http.payload import HttpPayload
 from graphruntime import Calculator, CalculatorContext, Input, Output
 from servables.errors import InvalidRequest
 

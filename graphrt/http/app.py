@@ -18,15 +18,10 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from calculators.http.apis import COHERE_RERANK_PATH, served_paths
 from graphrt.error_map import to_client_error
 from graphrt.errors import NotFound, Unauthorized
-from graphrt.http import (
-    graph_page,
-    media_routes,
-    openai_routes,
-    rag_routes,
-    system_routes,
-)
+from graphrt.http import graph_page, graph_routes, model_routes, system_routes
 from graphrt.http.state import STATE, ServerState
 from graphrt.kserve import rest
 from graphrt.kserve.dataplane import KServeDataPlane
@@ -44,19 +39,21 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 REQUEST_ID = "graphrt_request_id"  # key of the id in the aiohttp request's own mapping
 
 
+API_PATHS = frozenset(served_paths())
+
+
 def uses_openai_errors(path: str) -> bool:
-    """Paths of OpenAI's (and Cohere's) APIs: their errors are OpenAI's error object, and they
-    need the API key when one is set."""
-    return (
-        openai_routes.is_openai_path(path)
-        or rag_routes.is_rag_path(path)
-        or media_routes.is_media_path(path)
+    """Paths of OpenAI's (and Cohere's) APIs and custom endpoints (anything under /v3/ and /v1/
+    but OVMS's /v1/config): their errors are OpenAI's error object, and they need the API key
+    when one is set."""
+    return path in API_PATHS or (
+        path.startswith(("/v3/", "/v1/")) and not path.startswith("/v1/config")
     )
 
 
 def error_response(request: web.Request, error: BaseException) -> web.Response:
     failure = to_client_error(error)
-    if rag_routes.is_cohere_path(request.path):
+    if request.path == COHERE_RERANK_PATH:
         return web.json_response({"message": failure.message}, status=failure.status)
     if uses_openai_errors(request.path):
         body = error_body(failure.message, failure.error_type, failure.param, failure.code)
@@ -191,12 +188,12 @@ def create_app(
     if dataplane is None:
         dataplane = KServeDataPlane(repository, metrics)
     app[STATE] = ServerState(repository, settings, time.time(), metrics, dataplane)
-    openai_routes.add_routes(app)
-    rag_routes.add_routes(app)
-    media_routes.add_routes(app)
+    graph_routes.add_routes(app)
+    model_routes.add_routes(app)
     system_routes.add_routes(app)
     graph_page.add_routes(app)
     rest.add_routes(app)
+    graph_routes.add_custom_routes(app)  # last: every route above takes precedence
     if settings.metrics_enable:
         app.router.add_get("/metrics", metrics_endpoint)
     return app

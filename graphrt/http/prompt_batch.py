@@ -12,15 +12,23 @@ a prompt the graph refuses fails the whole request with its 400, as a single pro
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any
 
+from calculators.http.replies import (
+    DONE,
+    JsonReply,
+    Reply,
+    SseEvent,
+    SseEvents,
+    StreamStep,
+    events_of,
+    json_of,
+)
 from servables.errors import InvalidRequest
+from servables.openai.messages import token_ids
 
-INT32_MAX = 2**31 - 1
-DONE_FRAME = b"data: [DONE]\n\n"
-Chunks = AsyncGenerator[Any, None]
+Replies = AsyncGenerator[Reply, None]
 
 
 def split_prompts(body: dict[str, Any]) -> list[dict[str, Any]] | None:
@@ -34,16 +42,10 @@ def split_prompts(body: dict[str, Any]) -> list[dict[str, Any]] | None:
     for index, item in enumerate(prompt):
         if isinstance(item, str) and not item:
             raise InvalidRequest(f"prompt[{index}] is empty", param="prompt")
-        if isinstance(item, list) and not (
-            item and all(isinstance(t, int) and not isinstance(t, bool) for t in item)
-        ):
+        if isinstance(item, list) and token_ids(item, f"prompt[{index}]") is None:
             raise InvalidRequest(
                 f"prompt[{index}] must be a string or a non-empty list of token ids",
                 param="prompt",
-            )
-        if isinstance(item, list) and not all(0 <= t <= INT32_MAX for t in item):
-            raise InvalidRequest(
-                f"prompt[{index}] token ids must be between 0 and {INT32_MAX}", param="prompt"
             )
     return [{**body, "prompt": item} for item in prompt]
 
@@ -70,52 +72,49 @@ def _reindexed(body: dict[str, Any], prompt: int, n: int, shared_id: str) -> dic
     return {**body, "id": shared_id, "choices": choices}
 
 
-async def joined_unary(runs: Sequence[Chunks], n: int) -> AsyncGenerator[bytes, None]:
+async def joined_unary(runs: Sequence[Replies], n: int) -> AsyncGenerator[JsonReply, None]:
     """The prompts' JSON bodies, gathered concurrently, as one body."""
     tasks = [asyncio.create_task(_only_body(run)) for run in runs]
     try:
         bodies = await asyncio.gather(*tasks)
     finally:
         await _stop(tasks, runs)
-    parsed = [json.loads(body) for body in bodies]
-    first = parsed[0]
+    first = bodies[0]
     joined = {**first, "choices": [], "usage": {}}
-    for prompt, body in enumerate(parsed):
+    for prompt, body in enumerate(bodies):
         joined["choices"] += _reindexed(body, prompt, n, first["id"])["choices"]
         joined["usage"] = _add_usage(joined["usage"], body.get("usage") or {})
-    yield json.dumps(joined, ensure_ascii=False, separators=(",", ":")).encode()
+    yield JsonReply(joined)
 
 
-async def _only_body(run: Chunks) -> bytes:
-    body = b""
-    async for chunk in run:
-        body = body or bytes(chunk)
+async def _only_body(run: Replies) -> dict[str, Any]:
+    body: Any = None
+    async for reply in run:
+        body = body if body is not None else json_of(reply)
+    if not isinstance(body, dict):
+        raise InvalidRequest("a prompt's answer is not a JSON object")
     return body
 
 
-def _frames(chunk: bytes) -> list[bytes]:
-    return [frame for frame in bytes(chunk).split(b"\n\n") if frame.strip()]
-
-
-async def joined_stream(runs: Sequence[Chunks], n: int) -> AsyncGenerator[bytes, None]:
-    """The prompts' SSE chunks, interleaved as they come and re-indexed; see the module
+async def joined_stream(runs: Sequence[Replies], n: int) -> AsyncGenerator[SseEvents, None]:
+    """The prompts' stream steps, interleaved as they come and re-indexed; see the module
     docstring."""
-    queue: asyncio.Queue[tuple[int, bytes | BaseException | None]] = asyncio.Queue()
+    queue: asyncio.Queue[tuple[int, Reply | BaseException | None]] = asyncio.Queue()
 
-    async def pump(prompt: int, run: Chunks) -> None:
+    async def pump(prompt: int, run: Replies) -> None:
         try:
-            async for chunk in run:
-                await queue.put((prompt, chunk))
+            async for reply in run:
+                await queue.put((prompt, reply))
             await queue.put((prompt, None))
         except Exception as error:  # the prompt's failure, surfaced in the joined stream
             await queue.put((prompt, error))
 
     tasks = [asyncio.create_task(pump(i, run)) for i, run in enumerate(runs)]
     try:
-        held: list[tuple[int, bytes]] = []
+        held: list[tuple[int, Reply]] = []
         started: set[int] = set()
         finished = 0
-        while len(started) < len(runs):  # every prompt's first chunk (or failure) first
+        while len(started) < len(runs):  # every prompt's first step (or failure) first
             prompt, item = await queue.get()
             if isinstance(item, BaseException):
                 raise item
@@ -127,8 +126,8 @@ async def joined_stream(runs: Sequence[Chunks], n: int) -> AsyncGenerator[bytes,
             held.append((prompt, item))
         joiner = _StreamJoiner(n)
         for prompt, item in held:
-            for frame in joiner.frames(prompt, item):
-                yield frame
+            if joined := joiner.step(prompt, _step(item)):
+                yield joined
         while finished < len(runs):
             prompt, item = await queue.get()
             if isinstance(item, BaseException):
@@ -136,15 +135,20 @@ async def joined_stream(runs: Sequence[Chunks], n: int) -> AsyncGenerator[bytes,
             if item is None:
                 finished += 1
                 continue
-            for frame in joiner.frames(prompt, item):
-                yield frame
-        for frame in joiner.end():
-            yield frame
+            if joined := joiner.step(prompt, _step(item)):
+                yield joined
+        yield joiner.end()
     finally:
         await _stop(tasks, runs)
 
 
-async def _stop(tasks: Sequence[asyncio.Task[Any]], runs: Sequence[Chunks]) -> None:
+def _step(reply: Reply) -> StreamStep:
+    if isinstance(reply, SseEvents | bytes):
+        return reply
+    raise InvalidRequest("a prompt's graph answered a streaming request with a whole body")
+
+
+async def _stop(tasks: Sequence[asyncio.Task[Any]], runs: Sequence[Replies]) -> None:
     """Cancel the prompts still running (one failed, or the client left), then close them."""
     for task in tasks:
         task.cancel()
@@ -154,7 +158,7 @@ async def _stop(tasks: Sequence[asyncio.Task[Any]], runs: Sequence[Chunks]) -> N
 
 
 class _StreamJoiner:
-    """Rewrites each prompt's SSE frames into the joined stream's."""
+    """Rewrites each prompt's events into the joined stream's."""
 
     def __init__(self, n: int) -> None:
         self.n = n
@@ -162,39 +166,34 @@ class _StreamJoiner:
         self.usage: dict[str, Any] | None = None
         self.last: dict[str, Any] | None = None
 
-    def frames(self, prompt: int, chunk: bytes) -> list[bytes]:
-        out = []
-        for frame in _frames(chunk):
-            data = frame.removeprefix(b"data: ")
-            if data.strip() == b"[DONE]":
+    def step(self, prompt: int, step: StreamStep) -> SseEvents:
+        out: list[SseEvent] = []
+        for event in events_of(step).events:
+            body = event.data
+            if event.done:
                 continue  # one [DONE], at the end
-            body = json.loads(data)
-            if "choices" not in body:  # an error frame: passed on as it is
-                out.append(frame + b"\n\n")
+            if not isinstance(body, dict) or "choices" not in body:  # an error: passed on
+                out.append(event)
                 continue
             self.id = self.id or body["id"]
             if not body["choices"] and body.get("usage"):  # a prompt's usage chunk: summed
                 self.usage = _add_usage(self.usage or {}, body["usage"])
                 self.last = body
                 continue
-            joined = _reindexed(body, prompt, self.n, self.id)
-            out.append(b"data: " + _dumps(joined) + b"\n\n")
-        return out
+            assert self.id is not None
+            out.append(SseEvent(_reindexed(body, prompt, self.n, self.id)))
+        return SseEvents(tuple(out))
 
-    def end(self) -> list[bytes]:
+    def end(self) -> SseEvents:
         if self.usage is None or self.last is None:
-            return [DONE_FRAME]
+            return SseEvents((DONE,))
         usage = {**self.last, "id": self.id, "usage": self.usage}
-        return [b"data: " + _dumps(usage) + b"\n\n", DONE_FRAME]
-
-
-def _dumps(body: Any) -> bytes:
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        return SseEvents((SseEvent(usage), DONE))
 
 
 def joined(
-    bodies: Sequence[dict[str, Any]], run: Callable[[dict[str, Any]], Chunks], streaming: bool
-) -> AsyncGenerator[bytes, None]:
+    bodies: Sequence[dict[str, Any]], run: Callable[[dict[str, Any]], Replies], streaming: bool
+) -> AsyncGenerator[Reply, None]:
     """The response of one request per body (`run` starts one), joined; see the module
     docstring."""
     n = choices_per_prompt(bodies[0])

@@ -23,13 +23,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from calculators.http.payload import REQUEST as HTTP_REQUEST_TAG
 from graphrt.kserve.types import (
     InferRequest,
     InferResponse,
     InferTensor,
     tensor_from,
 )
-from graphrt.serving.graph_servable import REQUEST_TAG as HTTP_REQUEST_TAG
 from graphrt.serving.graph_servable import GraphServable
 from graphruntime.errors import GraphError, PacketError
 from graphruntime.graph import Graph

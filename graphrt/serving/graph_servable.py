@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from calculators.http.payload import PAYLOAD_TAGS, REQUEST, RESPONSE
+from calculators.http.replies import Reply
 from graphrt.observability.observation import ObservationSettings, ServableWatch
 from graphrt.serving import policy as serving_policy
 from graphrt.serving.policy import ServingPolicy
@@ -38,11 +40,6 @@ from servables.errors import InvalidRequest, ServableError, ServableNotReady
 from servables.supervision import Supervisor, SupervisorState
 
 logger = logging.getLogger(__name__)
-
-REQUEST_TAG = "HTTP_REQUEST_PAYLOAD"
-RESPONSE_TAG = "HTTP_RESPONSE_PAYLOAD"
-# OVMS's embeddings and rerank graphs name their HTTP streams without the HTTP_ prefix.
-PAYLOAD_TAGS = ((REQUEST_TAG, RESPONSE_TAG), ("REQUEST_PAYLOAD", "RESPONSE_PAYLOAD"))
 
 
 async def stopped(graph: Graph) -> None:
@@ -299,12 +296,12 @@ class GraphServable:
     def side_packets(self) -> dict[str, Any]:
         return self.resources.side_packets if self.resources is not None else {}
 
-    async def run_http(self, payload: Any) -> AsyncGenerator[bytes, None]:
-        """Run the graph for one HTTP request; yields response chunks."""
+    async def run_http(self, payload: Any) -> AsyncGenerator[Reply, None]:
+        """Run the graph for one HTTP request; yields its replies."""
         if self.available and not (self.request_stream and self.response_stream):
             raise InvalidRequest(
-                f"Graph {self.name} does not take HTTP requests (it has no {REQUEST_TAG} input "
-                f"and {RESPONSE_TAG} output)"
+                f"Graph {self.name} does not take HTTP requests (it has no {REQUEST} input "
+                f"and {RESPONSE} output)"
             )
         async with self.graph_run() as graph:
             poller = graph.poll_output_stream(self.response_stream)

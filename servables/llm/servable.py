@@ -27,7 +27,7 @@ import asyncio
 import enum
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -364,7 +364,7 @@ class LLMServable:
 
     async def generate(
         self, request: GenerationRequest, media: MediaPolicy | None = None
-    ) -> AsyncIterator[GenerationEvent]:
+    ) -> AsyncGenerator[GenerationEvent, None]:
         """Run a validated request; see the module docstring.
 
         `media` says where images may come from (the server's --allowed_local_media_path and

@@ -133,6 +133,16 @@ def parse_messages(body: dict[str, Any]) -> tuple[list[dict[str, Any]], list[Ima
     return normalized, images
 
 
+def token_ids(prompt: list[Any], where: str) -> list[int] | None:
+    """`prompt` as token ids when it is a non-empty list of integers (None when it is not); ids
+    out of range are refused, naming the prompt `where`."""
+    if not prompt or not all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+        return None
+    if not all(0 <= t <= INT32_MAX for t in prompt):
+        raise InvalidRequest(f"{where} token ids must be between 0 and {INT32_MAX}", param="prompt")
+    return list(prompt)
+
+
 def parse_prompt(body: dict[str, Any]) -> str | list[int]:
     """A completions request's prompt: one string, or one list of token ids."""
     prompt = body.get("prompt")
@@ -145,12 +155,9 @@ def parse_prompt(body: dict[str, Any]) -> str | list[int]:
             raise InvalidRequest("prompt is missing", param="prompt")
         return prompt
     if isinstance(prompt, list):
-        if prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-            if not all(0 <= t <= INT32_MAX for t in prompt):
-                raise InvalidRequest(
-                    f"prompt token ids must be between 0 and {INT32_MAX}", param="prompt"
-                )
-            return list(prompt)
+        ids = token_ids(prompt, "prompt")
+        if ids is not None:
+            return ids
         if prompt and all(isinstance(p, (str, list)) for p in prompt):
             raise InvalidRequest("only one prompt per request is supported", param="prompt")
     raise InvalidRequest("prompt is not a string", param="prompt")

@@ -25,6 +25,7 @@ from servables.openai.structured_output import (
     parse_constraint,
 )
 from servables.openai.tools import ToolChoice, parse_tool_choice, parse_tools
+from servables.request_fields import model_of
 
 UINT32_MAX = 4_294_967_295
 MAX_STOP_STRINGS = 16
@@ -350,11 +351,7 @@ def parse_request(body: Any, endpoint: Endpoint, limits: Limits) -> GenerationRe
     """Validate a decoded JSON body for `endpoint`; raises InvalidRequest naming the field."""
     if not isinstance(body, dict):
         raise InvalidRequest("JSON body must be an object")
-    model = body.get("model")
-    if model is None:
-        raise InvalidRequest("model missing in request", param="model")
-    if not isinstance(model, str):
-        raise InvalidRequest("model is not a string", param="model")
+    model = model_of(body)
     stream = body.get("stream", False)
     if stream is None:
         stream = False

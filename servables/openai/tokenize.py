@@ -13,12 +13,12 @@ arrays; tokenization runs on a worker thread, never on the event loop.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from servables.errors import InvalidRequest
+from servables.request_fields import model_of
 
 __all__ = [
     "MAX_LENGTH",
@@ -59,9 +59,7 @@ def parse_tokenize_request(body: Any, context: int | None = None) -> TokenizeReq
     """The request, checked; `context` (the model's, if known) bounds max_length."""
     if not isinstance(body, dict):
         raise InvalidRequest("JSON body must be an object")
-    model = body.get("model")
-    if not isinstance(model, str):
-        raise InvalidRequest("model missing in request", param="model")
+    model = model_of(body)
     text = body.get("text")
     if isinstance(text, str):
         texts, batched = [text], False
@@ -143,9 +141,10 @@ def tokenize_body(request: TokenizeRequest, tokens: list[list[int]]) -> dict[str
 
 async def tokenize_reply(
     tokenize: Callable[[TokenizeRequest], list[list[int]]], body: Any, context: int | None
-) -> bytes:
-    """The whole /v3/tokenize exchange for a servable's `tokenize`: request body in, JSON out.
+) -> dict[str, Any]:
+    """The whole /v3/tokenize exchange for a servable's `tokenize`: request body in, the JSON
+    answer out.
     `context` is the model's (None: unknown); the tokenizer runs on a worker thread."""
     request = parse_tokenize_request(body, context)
     tokens = await asyncio.to_thread(tokenize, request)
-    return json.dumps(tokenize_body(request, tokens), separators=(",", ":")).encode()
+    return tokenize_body(request, tokens)

@@ -162,6 +162,43 @@ def expected_iris(example: Path, flowers: list[str]) -> list[str]:
     return [f"{names[p.argmax()]} {p.max():.3f}" for p in probabilities]
 
 
+def test_custom_endpoint(
+    tmp_path: Path, smollm2_gguf: Path, launch_exact: LaunchExact, golden: Golden
+) -> None:
+    """POST /v3/summarize, an endpoint no route has: the graph its body names answers it, once
+    or streamed, with the LLM's own greedy text inside its own JSON; refusals are OpenAI's
+    error object; the graph is on the graph page like any other."""
+    example = copy_example("custom_endpoint", tmp_path)
+    os.symlink(smollm2_gguf, example / "models" / "summarizer" / smollm2_gguf.name)
+    args = ["--config_path", str(example / "models" / "config.json"), "--python_path", str(example)]
+    text = "Graphs of small nodes make model servers easy to extend."
+    instruction = "Summarize the user's text in one short sentence."
+    expected = golden.chat(
+        [{"role": "system", "content": instruction}, {"role": "user", "content": text}], 60
+    )
+    with launch_exact(args, model="summarizer") as server:
+        url = f"{server.base_url}/v3"
+        unary = run_client(example, "--url", url, text)
+        streamed = run_client(example, "--url", url, "--stream", text)
+        with httpx.Client(base_url=server.base_url, timeout=60) as http:
+            body = {"model": "summarizer", "text": text}
+            answer = http.post("/v3/summarize", json=body).json()
+            refused = http.post("/v3/summarize", json={"model": "summarizer", "text": " "})
+            page = http.get("/graphs/summarizer")
+            stats = http.get("/graphs/summarizer/stats").json()
+    assert unary.returncode == 0, unary.stderr
+    assert unary.stdout == expected.text + "\n"
+    assert streamed.returncode == 0, streamed.stderr
+    assert streamed.stdout == expected.text + "\n"
+    assert answer["summary"] == expected.text
+    assert answer["usage"]["completion_tokens"] == expected.completion_tokens
+    assert refused.status_code == 400
+    assert refused.json()["error"]["param"] == "text"
+    assert page.status_code == 200
+    assert all(f">{node}<" in page.text for node in ("Ask", "LLM", "Reply")), page.text[:500]
+    assert stats["state"] == "AVAILABLE"
+
+
 def test_llm_prompt_guard(
     tmp_path: Path, smollm2_gguf: Path, launch_exact: LaunchExact, golden: Golden
 ) -> None:

@@ -208,7 +208,9 @@ def test_wrong_endpoint_for_a_model_is_a_400(rag_server: ExactServer) -> None:
         embeddings_on_llm = http.post("/v3/embeddings", json={"model": LLM_MODEL, "input": "hi"})
         unknown = http.post("/v3/embeddings", json={"model": "nope", "input": "hi"})
     assert chat_on_embeddings.status_code == 400, chat_on_embeddings.text
-    assert "use /v3/embeddings" in chat_on_embeddings.json()["error"]["message"]
+    assert (
+        "it answers /v3/tokenize, /v3/embeddings" in chat_on_embeddings.json()["error"]["message"]
+    )
     assert embeddings_on_llm.status_code == 400, embeddings_on_llm.text
     assert unknown.status_code == 404
 

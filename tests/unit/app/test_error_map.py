@@ -30,6 +30,7 @@ from servables.errors import (
     ServableError,
     ServableLoadError,
     ServableNotReady,
+    UnsupportedEndpoint,
     readable_message,
 )
 
@@ -37,6 +38,7 @@ CASES = [
     (InvalidRequest, 400, "invalid_request_error", None),
     (Unauthorized, 401, "invalid_request_error", "invalid_api_key"),
     (ModelNotFound, 404, "invalid_request_error", "model_not_found"),
+    (UnsupportedEndpoint, 404, "invalid_request_error", "unsupported_endpoint"),
     (NotFound, 404, "invalid_request_error", None),
     (RequestTooLarge, 413, "invalid_request_error", "request_too_large"),
     (RequestCancelled, 499, "invalid_request_error", "cancelled"),

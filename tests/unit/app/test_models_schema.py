@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from graphrt.error_map import to_client_error
-from graphrt.http.openai_routes import model_entry
+from graphrt.http.model_routes import model_entry
 from graphruntime.errors import CalculatorError, GraphRunError
 from servables.errors import InvalidRequest, ModelNotFound, ServableLoadError
 from servables.openai.responses import error_body

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from calculators.http.replies import Reply, encode, parse_events
 from graphrt.http.prompt_batch import joined, split_prompts
 from servables.errors import InvalidRequest
 
@@ -39,11 +40,13 @@ def usage(prompt_id: str, prompt: int, completion: int) -> bytes:
     return frame({"id": prompt_id, "choices": [], "usage": counts})
 
 
-async def collect(generator: AsyncGenerator[bytes, None]) -> list[bytes]:
-    return [item async for item in generator]
+async def collect(generator: AsyncGenerator[Reply, None]) -> list[bytes]:
+    """What the route would send, frame by frame (a unary body is one)."""
+    sent = [encode(item) async for item in generator]
+    return [f + b"\n\n" if b"data:" in f else f for r in sent for f in r.split(b"\n\n") if f]
 
 
-def runner(answers: dict[str, list[bytes]], delays: dict[str, float] | None = None) -> Any:
+def runner(answers: dict[str, list[Any]], delays: dict[str, float] | None = None) -> Any:
     async def run(body: dict[str, Any]) -> AsyncGenerator[bytes, None]:
         for item in answers[body["prompt"]]:
             await asyncio.sleep((delays or {}).get(body["prompt"], 0))
@@ -52,7 +55,8 @@ def runner(answers: dict[str, list[bytes]], delays: dict[str, float] | None = No
     return run
 
 
-async def test_stream_reindexes_interleaves_and_sums_usage() -> None:
+@pytest.mark.parametrize("typed", [False, True], ids=["bytes", "typed"])
+async def test_stream_reindexes_interleaves_and_sums_usage(typed: bool) -> None:
     answers = {
         "a": [
             chunk("A", 0, "x"),
@@ -67,6 +71,8 @@ async def test_stream_reindexes_interleaves_and_sums_usage() -> None:
             b"data: [DONE]\n\n",
         ],
     }
+    if typed:  # as HttpLLMCalculator sends them; bytes as a graph written for OVMS does
+        answers = {k: [parse_events(frames) for frames in v] for k, v in answers.items()}
     bodies = [{"prompt": "a", "n": 2}, {"prompt": "b", "n": 2}]
     frames = await collect(joined(bodies, runner(answers, {"a": 0.01}), streaming=True))
     data = [json.loads(f.removeprefix(b"data: ")) for f in frames[:-1]]

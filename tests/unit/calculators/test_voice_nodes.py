@@ -32,8 +32,9 @@ from google.protobuf import text_format
 
 import calculators.voice.audio_reply  # registers the calculators
 import calculators.voice.sentence_splitter  # noqa: F401
-from calculators.llm.payload import HttpReply
-from calculators.voice.packets import ChatChunk, SentenceAudio, SentenceBatch, SpokenBatch
+from calculators.http.replies import HttpReply, Reply, encode
+from calculators.llm.answer import ChatChunk
+from calculators.voice.packets import SentenceAudio, SentenceBatch, SpokenBatch
 from graphruntime import Graph, Packet
 from graphruntime.config import parse_graph_config
 from graphruntime.testing import CalculatorRunner
@@ -109,8 +110,9 @@ class Answer:
         return dumps(body).encode()
 
 
-def events(payload: bytes) -> list[Any]:
+def events(reply: Reply) -> list[Any]:
     """The SSE frames of an output packet: parsed JSON, or the string "[DONE]"."""
+    payload = encode(reply)
     assert payload.endswith(b"\n\n"), payload
     found: list[Any] = []
     for frame in payload[:-2].split(b"\n\n"):
@@ -200,7 +202,7 @@ def test_read_a_unary_body() -> None:
     chunk = ChatChunk.read(payload)
     assert chunk.done
     assert chunk.events == []
-    assert chunk.body == json.loads(payload)
+    assert chunk.body == json.loads(encode(payload))
     assert chunk.text() == "Hello there. Bye."
     assert not chunk.failed
 
@@ -553,7 +555,7 @@ def test_reply_unary_answer_carries_message_audio() -> None:
         ],
     )
     [(payload, _)] = out
-    body = json.loads(payload)
+    body = json.loads(encode(payload))
     expected = json.loads(unary)
     audio = body["choices"][0]["message"].pop("audio")
     assert body == expected  # the rest of the LLM's answer unchanged, content included
@@ -582,7 +584,7 @@ def test_reply_unary_answer_and_its_speech_in_one_call() -> None:
         UNARY_WAV, [(0, unary)], [(0, SpokenBatch([sentence], True))]
     )
     assert timestamp == 0
-    audio = json.loads(payload)["choices"][0]["message"]["audio"]
+    audio = json.loads(encode(payload))["choices"][0]["message"]["audio"]
     samples, _ = wav_samples(base64.b64decode(audio["data"]))
     np.testing.assert_array_equal(samples, sentence.samples)
 
@@ -662,7 +664,7 @@ async def test_steps_unary_answer_goes_out_with_the_final_batch() -> None:
     assert await steps.send_raw("speech", SpokenBatch([spoken("Hi.", 1)], False), 0) == []
     sent = await steps.send_raw("speech", SpokenBatch([spoken("Bye.", 2)], True), 1)
     [(payload, _)] = sent
-    assert json.loads(payload)["choices"][0]["message"]["audio"]["transcript"] == "Hi. Bye."
+    assert json.loads(encode(payload))["choices"][0]["message"]["audio"]["transcript"] == "Hi. Bye."
     await steps.finish()
     assert len(steps.out) == 1
 
@@ -688,4 +690,4 @@ def test_reply_a_unary_answer_with_nothing_spoken_has_no_audio() -> None:
     """A tool call or an empty answer: `message.audio` is null, not an empty file."""
     body = Answer().unary("")
     [(payload, _)] = reply_run(UNARY_WAV, [(0, body)], [(1, SpokenBatch([], True))])
-    assert json.loads(payload)["choices"][0]["message"]["audio"] is None
+    assert json.loads(encode(payload))["choices"][0]["message"]["audio"] is None

@@ -1,4 +1,4 @@
-"""The graph service that lends the server's media policy to LLM calculators.
+"""The graph services the application lends HTTP graphs.
 
 Where images may come from (`--allowed_local_media_path`, `--allowed_media_domains`) is a server
 setting, but requests are parsed inside the graph. The application provides one `MediaPolicy` per

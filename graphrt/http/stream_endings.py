@@ -1,10 +1,11 @@
 """How a stream of each OpenAI API ends when it fails after its first bytes were sent.
 
-The HTTP route writes the frames a graph produces without knowing their API; when the graph fails
-mid-stream (a calculator raises, the run errors), the headers are out and the status cannot say
-so: the stream itself must end the way that API's clients expect. Each API has its own
-`StreamFailure`, which the route table picks by path (the path names the API) and which sees every
-chunk the route sends:
+The HTTP route writes the replies a graph produces without knowing their API; when the graph
+fails mid-stream (a calculator raises, the run errors), the headers are out and the status cannot
+say so: the stream itself must end the way that API's clients expect. Each API has its own
+`StreamFailure`, which the route picks by the path's API (calculators.http.apis) and which sees
+every reply the route sends: their events as the graph made them, or, from a graph that sends
+bytes (written for OVMS), the events read back from its frames.
 
 - chat completions and completions: one `data: {"error": {...}}` frame, then `data: [DONE]`
   (`ChatStreamFailure`; the openai SDK raises the error); nothing if `[DONE]` was already sent.
@@ -20,11 +21,18 @@ the same frames from its own state (responses_stream.ResponsesStream.fail) and t
 
 from __future__ import annotations
 
-import json
 from typing import Any, Protocol
 
-from servables.openai.responses import SSE_DONE, error_body, sse_frame
-from servables.openai.responses_output import ResponseEnvelope, response_object, sse_event
+from calculators.http.replies import (
+    DONE,
+    SseEvent,
+    SseEvents,
+    StreamStep,
+    events_of,
+    parse_events,
+)
+from servables.openai.responses import error_body
+from servables.openai.responses_output import ResponseEnvelope, response_object
 
 __all__ = [
     "ChatStreamFailure",
@@ -38,11 +46,13 @@ __all__ = [
 class StreamFailure(Protocol):
     """Sees what a stream sent; renders the frames that end it when it fails."""
 
-    def sent(self, chunk: bytes) -> None:
-        """`chunk` went to the client."""
+    def sent(self, step: StreamStep) -> None:
+        """`step` went to the client."""
 
-    def frames(self, message: str, error_type: str, param: str | None, code: str | None) -> bytes:
-        """The last frames of the failed stream (OpenAI's error fields, as a status would say)."""
+    def frames(
+        self, message: str, error_type: str, param: str | None, code: str | None
+    ) -> SseEvents:
+        """The last events of the failed stream (OpenAI's error fields, as a status would say)."""
 
 
 class ChatStreamFailure:
@@ -53,14 +63,18 @@ class ChatStreamFailure:
         del model  # the error frame names no model
         self.done = False
 
-    def sent(self, chunk: bytes) -> None:
-        if chunk.endswith(SSE_DONE):
-            self.done = True
+    def sent(self, step: StreamStep) -> None:
+        if isinstance(step, SseEvents):
+            self.done = self.done or bool(step.events and step.events[-1].done)
+        else:
+            self.done = self.done or step.endswith(DONE.encode())
 
-    def frames(self, message: str, error_type: str, param: str | None, code: str | None) -> bytes:
+    def frames(
+        self, message: str, error_type: str, param: str | None, code: str | None
+    ) -> SseEvents:
         if self.done:
-            return b""
-        return sse_frame(error_body(message, error_type, param, code)) + SSE_DONE
+            return SseEvents(())
+        return SseEvents((SseEvent(error_body(message, error_type, param, code)), DONE))
 
 
 def responses_error_code(error_type: str) -> str:
@@ -92,22 +106,19 @@ class ResponsesStreamFailure:
         self.items: list[dict[str, Any]] = []  # output items completed so far
         self.sequence = -1  # the last sequence_number sent
         self.ended = False
-        self._pending = b""  # a frame cut between two chunks
+        self._pending = b""  # bytes: a frame cut between two replies
 
-    def sent(self, chunk: bytes) -> None:
-        *frames, self._pending = (self._pending + chunk).split(b"\n\n")
-        for frame in frames:
-            for line in frame.split(b"\n"):
-                if line.startswith(b"data:"):
-                    self._seen(line[len(b"data:") :])
+    def sent(self, step: StreamStep) -> None:
+        if isinstance(step, SseEvents):
+            events = step
+        else:  # bytes need not end on a frame boundary: the rest waits for the next step
+            complete, _, self._pending = (self._pending + step).rpartition(b"\n\n")
+            events = parse_events(complete)
+        for event in events.events:
+            if isinstance(event.data, dict):
+                self._seen(event.data)
 
-    def _seen(self, data: bytes) -> None:
-        try:
-            event = json.loads(data)
-        except ValueError:
-            return  # not an event of ours: nothing to learn from it
-        if not isinstance(event, dict):
-            return
+    def _seen(self, event: dict[str, Any]) -> None:
         number = event.get("sequence_number")
         if isinstance(number, int):
             self.sequence = max(self.sequence, number)
@@ -121,10 +132,12 @@ class ResponsesStreamFailure:
         elif kind in _FINAL:
             self.ended = True
 
-    def frames(self, message: str, error_type: str, param: str | None, code: str | None) -> bytes:
+    def frames(
+        self, message: str, error_type: str, param: str | None, code: str | None
+    ) -> SseEvents:
         del param, code  # a Response's error is {code, message}, its code from a closed set
         if self.ended:
-            return b""
+            return SseEvents(())
         error = {"code": responses_error_code(error_type), "message": message}
         if self.response is not None:
             response = {
@@ -140,24 +153,27 @@ class ResponsesStreamFailure:
             )
         self.ended = True
         event = {"type": "response.failed", "sequence_number": self.sequence + 1}
-        return sse_event({**event, "response": response})
+        return SseEvents((SseEvent({**event, "response": response}, event="response.failed"),))
 
 
 class EventStreamFailure:
     """Image and transcription streams (typed events, no `[DONE]`): one `data: {"error": ...}`
     frame, which OpenAI's SDKs raise; nothing once `transcript.text.done` went out."""
 
-    FINAL = b'"type":"transcript.text.done"'
+    FINAL = "transcript.text.done"
 
     def __init__(self, model: str = "") -> None:
         del model  # the error frame names no model
         self.done = False
 
-    def sent(self, chunk: bytes) -> None:
-        if self.FINAL in chunk:
-            self.done = True
+    def sent(self, step: StreamStep) -> None:
+        for event in events_of(step).events:
+            if isinstance(event.data, dict) and event.data.get("type") == self.FINAL:
+                self.done = True
 
-    def frames(self, message: str, error_type: str, param: str | None, code: str | None) -> bytes:
+    def frames(
+        self, message: str, error_type: str, param: str | None, code: str | None
+    ) -> SseEvents:
         if self.done:
-            return b""
-        return sse_frame(error_body(message, error_type, param, code))
+            return SseEvents(())
+        return SseEvents((SseEvent(error_body(message, error_type, param, code)),))
