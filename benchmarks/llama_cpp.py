@@ -77,6 +77,8 @@ def program(name: str) -> Path:
     """A llama.cpp program (`llama-server`, `llama-quantize`, ...), built on first use."""
     source = source_tree()
     binary = source / "build" / "bin" / name
+    if binary.is_file():  # without waiting for a build of another program
+        return binary
     lock = _locked(BENCH_CACHE / f"llama-cpp-{VERSION}-build.lock")
     try:
         if binary.is_file():
