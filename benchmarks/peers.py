@@ -12,14 +12,15 @@ gets `-np` slots for the highest level (each with `--ctx-per-slot` tokens), `-t`
 (default: every core, as graphrt's engine) and its default continuous batching.
 
 The model is SmolLM2-135M Q4_1 by default, or the 1B-class fixture (benchmarks/llama1b_fixture.py)
-by its format's name: `--model Q4_K_M` puts both servers on that GGUF; `--graphrt-model` gives
-graphrt another file or format of the same model (`ir-int4-sym-cw-all`, or `Q4_K_M+int4_channelwise`
-for the GGUF requantized by `--gguf_weights`), so each engine runs its best layout. The CPU, its
-features and OpenVINO's settings are printed first, the load average before every run.
+by its format's name: `--model Q4_K_M` puts both servers on that GGUF (add
+`--graphrt-flag=--gguf_weights=int4_channelwise` for graphrt's requantized layout);
+`--graphrt-model ir-int4-sym-cw-all` gives graphrt an IR export of the same model, so each
+engine runs its best layout. The CPU, its features and OpenVINO's settings are printed first, the
+load average before every run.
 
 Prints per level and side: output tok/s, TTFT p50, TPOT p50 and ITL p50, then the ratios
 graphrt / llama.cpp (throughput: higher is better for graphrt; latencies: lower is), medians
-over rounds, next to the issue's targets (>= 1.0x at one stream, >= 1.5x at 8 and 32).
+over rounds, next to the issues' targets (>= 1.0x at one stream, >= 2x at 8, >= 1.5x at 32).
 
     python benchmarks/peers.py [--model PATH.gguf|FORMAT] [--graphrt-model PATH|FORMAT[+LAYOUT]]
         [--llama-server PATH] [--concurrency 1 8 32] [--num-prompts N] [--max-tokens 128]
