@@ -1,11 +1,12 @@
-"""graphrt installs four top-level import names: graphruntime, calculators, servables, graphrt.
+"""graphrt installs five top-level import names: graphruntime, calculators, servables, graphrt
+and pyovms (the module OVMS's Python-node scripts import).
 
 calculators and servables are common words, and another distribution may install a package of
-the same name. Whichever directory comes first on sys.path then wins, and graphrt fails far from
-the cause (`No module named 'calculators.llm'`). `check_importable` runs before the application
-imports any of them and names the culprit; `other_owners` finds distributions that share the
-names in site-packages (theirs and ours overwrite each other's files), for a warning at server
-start.
+the same name; OVMS's own pyovms may be on PYTHONPATH. Whichever directory comes first on
+sys.path then wins, and graphrt fails far from the cause (`No module named 'calculators.llm'`).
+`check_importable` runs before the application imports any of them and names the culprit;
+`other_owners` finds distributions that share the names in site-packages (theirs and ours
+overwrite each other's files), for a warning at server start.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import importlib.util
 from pathlib import Path
 
 DISTRIBUTION = "graphrt"
-SHARED_NAMES = ("calculators", "servables")
+SHARED_NAMES = ("calculators", "servables", "pyovms")
 HOME = Path(__file__).resolve().parents[1]  # the directory holding graphruntime/
 
 

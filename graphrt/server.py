@@ -13,6 +13,7 @@ engine processes die with it, as they do whenever their frontend disappears.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -46,20 +47,26 @@ from graphrt.kserve.grpc_server import start_grpc_server
 from graphrt.observability.batch_metrics import BatchCollector, batched_models
 from graphrt.observability.encoder_metrics import EncoderCollector, encoder_servables
 from graphrt.observability.metrics import EngineCollector, Metrics, SupervisionCollector
+from graphrt.observability.model_metrics import loaded_versions
 from graphrt.observability.observation import ObservationSettings
 from graphrt.observability.pipeline_metrics import PipelineCollector, pipeline_servables
 from graphrt.serving import default_model, heap
+from graphrt.serving.dag.servable import PipelineServable
 from graphrt.serving.graph_servable import GraphDefinition
 from graphrt.serving.model_repository import (
     ConfigFileError,
     ModelRepository,
     ServableDefinition,
     read_config,
+    read_monitoring,
 )
+from graphrt.serving.monitoring import Monitoring
 from graphrt.serving.policy import ServingPolicy
 from graphrt.serving.settings import ServerSettings
 from servables.audio.codec import AudioLimits
 from servables.media.sources import MediaPolicy
+from servables.ov_model.model_files import is_classic_model, loose_model_files
+from servables.ov_model.versions import ModelConfig
 from servables.supervision import RestartPolicy
 
 logger = logging.getLogger("graphrt")
@@ -67,6 +74,10 @@ logger = logging.getLogger("graphrt")
 
 class StartupError(Exception):
     """The settings do not describe anything servable; the message says what to change."""
+
+
+# Model options that graphs take too (the others are only a classic model's).
+SHARED_MODEL_OPTIONS = {"target_device", "plugin_config"}
 
 
 def plugin_config_of(settings: ServerSettings) -> dict[str, object]:
@@ -136,12 +147,27 @@ def media_graph_for(settings: ServerSettings, models_path: str, task: str) -> st
     )
 
 
-def single_model_definition(settings: ServerSettings, path: Path, name: str) -> GraphDefinition:
-    """A model directory with graph.pbtxt is used as is; otherwise OVMS's graph is generated."""
+def single_model_definition(settings: ServerSettings, path: Path, name: str) -> ServableDefinition:
+    """A model directory with graph.pbtxt is used as is; a classic model (version folders of
+    model files, or the file itself) is served over KServe; otherwise OVMS's graph is
+    generated."""
     path = path.resolve()
     if not path.exists():
         raise StartupError(f"--model_path {path} does not exist")
     own_graph = path / "graph.pbtxt"
+    if settings.task is None and is_classic_model(path):
+        return classic_model_definition(settings, path, name)
+    if settings.task is None and loose_model_files(path):
+        raise StartupError(
+            f"--model_path {path} holds model files but no version folders: move them into "
+            f"{path / '1'} (OVMS's layout), or give the model file itself as --model_path"
+        )
+    given = sorted(set(settings.model_options) - SHARED_MODEL_OPTIONS)
+    if given:
+        raise StartupError(
+            f"--{given[0]} is a classic model's parameter, and {path} is served as a graph "
+            "(it holds graph.pbtxt, a generative model or a .gguf, or --task is given)"
+        )
     if own_graph.is_file() and not settings.lora_modules:
         return GraphDefinition(name=name, base_path=path, graph_path=own_graph)
     base = path if path.is_dir() else path.parent
@@ -156,6 +182,20 @@ def single_model_definition(settings: ServerSettings, path: Path, name: str) -> 
         except LoraModulesError as error:
             raise StartupError(str(error)) from None
     return GraphDefinition(name=name, base_path=base, graph_text=text)
+
+
+def classic_model_definition(settings: ServerSettings, path: Path, name: str) -> ModelConfig:
+    """A classic model from the command line, as OVMS's single-model mode serves it."""
+    if settings.lora_modules:
+        raise StartupError(f"--lora_modules is for LLMs; {path} is a classic model")
+    try:
+        config = ModelConfig.from_settings(
+            {"name": name, "base_path": str(path), **settings.model_options}, path.parent, "--"
+        )
+    except ValueError as error:
+        raise StartupError(str(error)) from None
+    logger.info("serving %s as the classic model %s (KServe)", path, name)
+    return config
 
 
 def generated_graph(settings: ServerSettings, path: Path, models_path: str | None = None) -> str:
@@ -204,6 +244,12 @@ def definitions_for(
             "adapters in the LLM node's lora_adapters option"
         )
     if settings.config_path:
+        given = sorted(set(settings.model_options) - SHARED_MODEL_OPTIONS)
+        if given:
+            raise StartupError(
+                f"--config_path and --{given[0]} cannot be used together: a config.json sets "
+                "each model's parameters in its entry"
+            )
         path = Path(settings.config_path).resolve()
         try:
             return read_config(path), path
@@ -216,6 +262,29 @@ def definitions_for(
     name = settings.model_name or default_model.NAME
     logger.info("no model given: serving the embedded default model %s", name)
     return [single_model_definition(settings, path, name)], None
+
+
+def monitoring_of(settings: ServerSettings, config_path: Path | None) -> Monitoring | None:
+    """config.json's monitoring section, which OVMS refuses beside the metrics flags."""
+    if config_path is None:
+        return None
+    try:
+        monitoring = read_monitoring(config_path)
+    except ConfigFileError as error:
+        raise StartupError(error.message) from error
+    if monitoring is not None and (settings.metrics_enable or settings.metrics_list):
+        raise StartupError(
+            "Metrics configuration duplicated in configuration file and CLI parameters: give "
+            f"--metrics_enable/--metrics_list or the monitoring section of {config_path}, not both"
+        )
+    return monitoring
+
+
+def metrics_of(settings: ServerSettings) -> Metrics:
+    try:
+        return Metrics(settings.metrics_list)
+    except ValueError as error:  # a family --metrics_list names that OVMS does not have
+        raise StartupError(str(error)) from error
 
 
 def media_policy(settings: ServerSettings) -> MediaPolicy:
@@ -265,7 +334,14 @@ def exit_now(signum: int) -> None:
 async def serve(settings: ServerSettings) -> int:
     loop = asyncio.get_running_loop()
     definitions, config_path = await asyncio.to_thread(definitions_for, settings)
-    metrics = Metrics(settings.metrics_list)
+    monitoring = monitoring_of(settings, config_path)
+    if monitoring is not None:
+        settings = dataclasses.replace(
+            settings,
+            metrics_enable=monitoring.enable,
+            metrics_list=list(monitoring.metrics_list),
+        )
+    metrics = metrics_of(settings)
     tracing = start_tracing() if settings.tracing else None
     observation = ObservationSettings(
         graph_stats=settings.graph_stats, trace_dir=settings.trace_dir, tracing=tracing
@@ -277,6 +353,12 @@ async def serve(settings: ServerSettings) -> int:
         services={MEDIA_POLICY: media_policy(settings)},
         observation=observation,
         policy=serving_policy(settings),
+        monitoring=monitoring,
+        count_inferences=settings.metrics_enable,
+    )
+    metrics.models.watch(
+        lambda: loaded_versions(repository.models.values()),
+        lambda: [n for n, s in repository.servables.items() if isinstance(s, PipelineServable)],
     )
     metrics.registry.register(EngineCollector(repository.llm_servables))
     metrics.registry.register(SupervisionCollector(repository.supervisors))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -136,3 +137,14 @@ def tiny_llm_gguf(smollm2_gguf: Path) -> Path:
 def tiny_llm_q4_0_gguf(smollm2_gguf: Path) -> Path:
     """The tiny random llama with Q4_0 matrices (blocks of 32 4-bit codes and a scale)."""
     return tiny_llm(smollm2_gguf, "Q4_0")
+
+
+@pytest.fixture(scope="session")
+def classic_models() -> Any:
+    """tools/classic_models.py: tiny classic models in every format OpenVINO reads (writers)."""
+    path = Path(__file__).resolve().parents[1] / "tools" / "classic_models.py"
+    spec = importlib.util.spec_from_file_location("classic_models", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -16,7 +16,6 @@ from servables.request_fields import Form
 
 REQUEST = "HTTP_REQUEST_PAYLOAD"
 RESPONSE = "HTTP_RESPONSE_PAYLOAD"
-LOOPBACK = "LOOPBACK"
 # The graph's (input, output) tags an HTTP request runs through, in the order they are looked
 # for: OVMS's embeddings and rerank graphs name them without the HTTP_ prefix.
 PAYLOAD_TAGS = ((REQUEST, RESPONSE), ("REQUEST_PAYLOAD", "RESPONSE_PAYLOAD"))

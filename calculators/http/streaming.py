@@ -24,17 +24,10 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any, ClassVar
 
-from calculators.http.payload import LOOPBACK, REQUEST, RESPONSE, HttpPayload
+from calculators.http.payload import REQUEST, RESPONSE, HttpPayload
 from calculators.http.replies import Reply, SseEvents
+from calculators.loopback import LOOPBACK, loopback_sync_sets
 from graphruntime import Calculator, CalculatorContext, CalculatorContract
-from graphruntime._proto.stream_handler_options_pb2 import SyncSetInputStreamHandlerOptions
-
-
-def loopback_sync_sets() -> SyncSetInputStreamHandlerOptions:
-    """The SyncSet handler's options that give LOOPBACK a set of its own (OVMS's graphs say so)."""
-    options = SyncSetInputStreamHandlerOptions()
-    options.sync_set.add().tag_index.append("LOOPBACK:0")
-    return options
 
 
 class HttpStreamCalculator(Calculator):

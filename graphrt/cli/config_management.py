@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-MODEL_FILE_SUFFIXES = (".xml", ".onnx", ".pdmodel", ".pb", ".tflite", ".savedmodel")
+from servables.ov_model.model_files import holds_model_files
+
 REPOSITORY_ENV = "OVMS_MODEL_REPOSITORY_PATH"
 
 
@@ -50,17 +51,13 @@ def _is_version_dir(path: Path) -> bool:
     return path.is_dir() and path.name.isdigit() and not path.name.startswith("0")
 
 
-def _holds_model(version: Path) -> bool:
-    return any(f.suffix.lower() in MODEL_FILE_SUFFIXES for f in version.iterdir() if f.is_file())
-
-
 def list_models(repository: Path) -> list[str]:
     """Servable paths under `repository`, relative to it; see the module docstring."""
     found: list[str] = []
 
     def visit(directory: Path) -> None:
         if (directory / "graph.pbtxt").is_file() or any(
-            _is_version_dir(v) and _holds_model(v) for v in directory.iterdir()
+            _is_version_dir(v) and holds_model_files(v) for v in directory.iterdir()
         ):
             found.append(directory.relative_to(repository).as_posix())
             return

@@ -10,32 +10,17 @@ config.json (config_management.py). The flags and their checks are OVMS's
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any
 
 from graphrt.cli import config_management as configs
+from graphrt.cli.classic import model_options
 from graphrt.cli.pull import PullError, PullRequest, pull
 from graphrt.server import StartupError, generated_graph
 from graphrt.serving.settings import ServerSettings
 
 logger = logging.getLogger("graphrt")
-
-# --add_to_config's model options, written to the entry as OVMS writes them.
-MODEL_OPTIONS = (
-    "batch_size",
-    "shape",
-    "layout",
-    "mean",
-    "scale",
-    "color_format",
-    "precision",
-    "model_version_policy",
-    "nireq",
-)
-JSON_OPTIONS = ("shape", "layout", "model_version_policy")
 
 
 def add_ovms_mode_arguments(serve: argparse.ArgumentParser) -> None:
@@ -71,12 +56,6 @@ def add_ovms_mode_arguments(serve: argparse.ArgumentParser) -> None:
     modes.add_argument(
         "--remove_from_config", action="store_true", help="remove --model_name from config.json"
     )
-    for option in MODEL_OPTIONS:
-        modes.add_argument(
-            f"--{option}",
-            type=int if option == "nireq" else str,
-            help=f"--add_to_config: the model's {option}",
-        )
 
 
 def _refuse(args: argparse.Namespace) -> None:
@@ -97,25 +76,6 @@ def _refuse(args: argparse.Namespace) -> None:
         raise StartupError("--configure cannot be used with --pull, --source_model or --model_name")
     if args.pull and not args.source_model:
         raise StartupError("--pull requires --source_model")
-
-
-def _model_options(args: argparse.Namespace) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    for option in MODEL_OPTIONS:
-        value = getattr(args, option)
-        if value is None:
-            continue
-        if option in JSON_OPTIONS and isinstance(value, str) and value.lstrip().startswith("{"):
-            try:
-                value = json.loads(value)
-            except ValueError as error:
-                raise StartupError(f"--{option} is not valid JSON: {error}") from error
-        options[option] = value
-    if args.target_device != "CPU":
-        options["target_device"] = args.target_device
-    if args.plugin_config:
-        options["plugin_config"] = json.loads(args.plugin_config)
-    return options
 
 
 def run_mode(args: argparse.Namespace, settings: ServerSettings) -> int | None:
@@ -139,7 +99,7 @@ def run_mode(args: argparse.Namespace, settings: ServerSettings) -> int | None:
                 base = configs.model_base_path(
                     config_path, args.model_name, args.model_path, repository
                 )
-                configs.add_to_config(config_path, args.model_name, base, _model_options(args))
+                configs.add_to_config(config_path, args.model_name, base, model_options(args))
             else:
                 configs.remove_from_config(config_path, args.model_name)
             print(f"Config updated: {config_path}")

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 
+from graphrt.cli.classic import add_classic_model_arguments, model_options
 from graphrt.cli.options import (
     add_encoder_arguments,
     add_gguf_weights_argument,
@@ -46,7 +47,9 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     )
     serve.add_argument("--config_path", help="OVMS config.json with mediapipe_config_list")
     serve.add_argument(
-        "--model_path", help="model directory (with or without graph.pbtxt) or .gguf"
+        "--model_path",
+        help="model directory (with or without graph.pbtxt), .gguf, or a classic model: a folder "
+        "of version folders, or the model file itself (.xml, .onnx, .pdmodel, .pb, .tflite)",
     )
     serve.add_argument("--model_name", help="name clients use in the `model` field")
     serve.add_argument(
@@ -146,7 +149,10 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         "--metrics_enable", action="store_true", help="serve GET /metrics (Prometheus)"
     )
     serve.add_argument(
-        "--metrics_list", default="", help="comma-separated OVMS metrics to show (default: all)"
+        "--metrics_list",
+        default="",
+        help="comma-separated OVMS metric families to show (default: OVMS's defaults, all but "
+        "ovms_infer_req_queue_size and ovms_infer_req_active)",
     )
     serve.add_argument("--allowed_origins", default="*", help="CORS: allowed origins")
     serve.add_argument("--allowed_methods", default="*", help="CORS: allowed methods")
@@ -168,6 +174,7 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     )
     add_encoder_arguments(serve)
     add_media_arguments(serve)
+    add_classic_model_arguments(serve)
     serve.add_argument(
         "--max_engine_restarts",
         type=int,
@@ -299,6 +306,7 @@ def settings_from(args: argparse.Namespace) -> ServerSettings:
         enable_tool_guided_generation=args.enable_tool_guided_generation,
         lora_modules=tuple(args.lora_modules),
         media=media_flags(args),
+        model_options=model_options(args),
     )
 
 

@@ -1,7 +1,10 @@
 """The KServe v2 protocol, once, for both transports: health, metadata and inference.
 
-A name is either a plain OpenVINO model (model_config_list, with versions) or a graph
-(mediapipe_config_list, always version 1). REST and gRPC only translate their wire forms to
+A name is a plain OpenVINO model (model_config_list, with versions), a DAG pipeline
+(pipeline_config_list: version 1, and as in OVMS the version a request names is ignored) or a
+graph (mediapipe_config_list, always version 1). Models and pipelines are counted in OVMS's
+per-version metrics (model_metrics.py: ModelInfer, ModelMetadata and ModelReady calls), graphs
+in the graph metrics. REST and gRPC only translate their wire forms to
 `InferRequest`/`InferResponse` and map the typed errors raised here to their status codes
 (unknown model or version: ModelNotFound; bad tensors: InvalidRequest; not loaded:
 ServableNotReady), so both answer the same request the same way.
@@ -14,9 +17,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from importlib import metadata
 
-from graphrt.kserve import graph_requests
+from graphrt.kserve import graph_requests, pipeline_requests
 from graphrt.kserve.types import InferRequest, InferResponse, tensor_from
 from graphrt.observability.metrics import Metrics
+from graphrt.observability.model_metrics import INFER, METADATA, READY
+from graphrt.serving.dag.servable import PIPELINE_VERSION, PipelineServable
 from graphrt.serving.graph_servable import GraphServable
 from graphrt.serving.model_repository import ModelRepository
 from graphruntime.errors import GraphError
@@ -92,20 +97,39 @@ class KServeDataPlane:
         graph = self.repository.servables.get(name)
         if graph is None:
             raise ModelNotFound(f"Model with requested name is not found: {name}")
-        if number not in (None, graph.definition.version):
+        if number not in (None, graph.definition.version) and not isinstance(
+            graph, PipelineServable
+        ):
             raise ModelNotFound(f"Model with requested version is not found: {name} {number}")
         return graph
 
-    def model_ready(self, name: str, version: str = "") -> bool:
+    def model_ready(self, name: str, version: str, interface: str) -> bool:
         target = self._find(name, version)
         if isinstance(target, GraphServable):
+            if isinstance(target, PipelineServable):
+                self.metrics.models.counted((interface, READY, name, ""), succeeded=True)
             return target.available
         number = parse_version(version)
         available = target.available_versions()
+        self.metrics.models.counted((interface, READY, name, ""), succeeded=True)
         return number in available if number is not None else bool(available)
 
-    def model_metadata(self, name: str, version: str = "") -> ModelMetadata:
+    def model_metadata(self, name: str, version: str, interface: str) -> ModelMetadata:
         target = self._find(name, version)
+        if isinstance(target, PipelineServable):
+            with self.metrics.models.request(
+                interface, METADATA, name, str(PIPELINE_VERSION)
+            ) as record:
+                target.check_ready()
+                assert target.signature is not None
+                record.succeeded = True
+                return ModelMetadata(
+                    name,
+                    [str(PIPELINE_VERSION)],
+                    "OpenVINO",
+                    list(target.signature.inputs),
+                    list(target.signature.outputs),
+                )
         if isinstance(target, GraphServable):
             number = str(target.definition.version)
             ports = graph_requests.ports_of(target)
@@ -117,13 +141,15 @@ class KServeDataPlane:
                 [TensorSpec(n, GRAPH_TENSOR_DATATYPE, ()) for n in ports.outputs],
             )
         model = target.get(parse_version(version))
-        return ModelMetadata(
-            name,
-            [str(n) for n in target.available_versions()],
-            "OpenVINO",
-            list(model.inputs),
-            list(model.outputs),
-        )
+        with self.metrics.models.request(interface, METADATA, name, str(model.version)) as record:
+            record.succeeded = True
+            return ModelMetadata(
+                name,
+                [str(n) for n in target.available_versions()],
+                "OpenVINO",
+                list(model.inputs),
+                list(model.outputs),
+            )
 
     # ---------------------------------------------------------------------------- inference
 
@@ -138,22 +164,55 @@ class KServeDataPlane:
                 ", ".join(f"{t.name} {t.datatype}{t.shape}" for t in request.inputs),
             )
         target = self._find(request.model, request.version)
-        available = target.available
+        if isinstance(target, VersionedModel):
+            model = target.get(parse_version(request.version))
+            with self.metrics.models.request(
+                interface, INFER, request.model, str(model.version)
+            ) as counted:
+                response = await infer_model(model, request)
+                counted.succeeded = True
+                return response
+        if isinstance(target, PipelineServable):
+            with self.metrics.models.request(
+                interface, INFER, request.model, str(PIPELINE_VERSION)
+            ) as counted:
+                response = await pipeline_requests.infer(target, request)
+                counted.succeeded = True
+                return response
         with self.metrics.request(
-            API, interface, "ModelInfer", request.model, available=available
+            API, interface, INFER, request.model, available=target.available
         ) as record:
             try:
-                if isinstance(target, GraphServable):
-                    response = await graph_requests.infer(target, request)
-                else:
-                    model = target.get(parse_version(request.version))
-                    response = await infer_model(model, request)
+                response = await graph_requests.infer(target, request)
             except (ServableError, GraphError):
                 record.graph_failed()
                 raise
             record.responded()
             record.succeeded = True
             return response
+
+    async def _each(
+        self,
+        first: InferRequest,
+        requests: AsyncIterator[InferRequest | ServableError],
+        interface: str,
+    ) -> AsyncIterator[InferResponse | ServableError]:
+        """A stream of requests to a model or pipeline: each answered (and counted) on its own,
+        errors included."""
+        request: InferRequest | ServableError | None = first
+        while request is not None:
+            try:
+                if isinstance(request, ServableError):
+                    raise request
+                if request.model != first.model:
+                    raise InvalidRequest(
+                        f"Every request of a stream must name the model of the first "
+                        f"({first.model})"
+                    )
+                yield await self.infer(request, interface)
+            except ServableError as error:
+                yield error
+            request = await anext(requests, None)
 
     async def stream(
         self, requests: AsyncIterator[InferRequest | ServableError], interface: str
@@ -173,14 +232,15 @@ class KServeDataPlane:
             "KServe %s ModelStreamInfer %s version %r", interface, first.model, first.version
         )
         target = self._find(first.model, first.version)
+        if not isinstance(target, GraphServable) or isinstance(target, PipelineServable):
+            async for answer in self._each(first, requests, interface):
+                yield answer
+            return
         with self.metrics.request(
             API, interface, "ModelStreamInfer", first.model, available=target.available
         ) as record:
-            if isinstance(target, GraphServable):
-                stream = graph_requests.GraphStream(target, first)
-                items = stream.responses(requests)
-            else:
-                items = model_stream(target, first, requests)
+            stream = graph_requests.GraphStream(target, first)
+            items = stream.responses(requests)
             failed = False
             async for item in items:
                 if isinstance(item, InferResponse):
@@ -205,24 +265,3 @@ async def infer_model(model: OpenVINOModel, request: InferRequest) -> InferRespo
         request.id,
         [tensor_from(name, value) for name, value in results.items()],
     )
-
-
-async def model_stream(
-    model: VersionedModel,
-    first: InferRequest,
-    requests: AsyncIterator[InferRequest | ServableError],
-) -> AsyncIterator[InferResponse | ServableError]:
-    """A stream of requests to a plain model: each answered on its own, errors included."""
-    request: InferRequest | ServableError | None = first
-    while request is not None:
-        try:
-            if isinstance(request, ServableError):
-                raise request
-            if request.model != first.model:
-                raise InvalidRequest(
-                    f"Every request of a stream must name the model of the first ({first.model})"
-                )
-            yield await infer_model(model.get(parse_version(request.version)), request)
-        except ServableError as error:
-            yield error
-        request = await anext(requests, None)

@@ -2,9 +2,11 @@
 
 As in OVMS, a request's inputs go to the graph input streams of the same names and its outputs
 come from the graph output streams of the same names. The stream's tag says what a calculator
-receives: a tag starting with OVTENSOR gets an `openvino.Tensor`, REQUEST gets the whole
-`InferRequest`, anything else (TENSOR, no tag, ...) a numpy array. Either way the tensor's memory
-is the request's buffer, not a copy. An output on a RESPONSE stream is a ready `InferResponse`.
+receives: a tag starting with OVTENSOR gets an `openvino.Tensor`, OVMS_PY_TENSOR a
+`pyovms.Tensor` (python_tensors.py), REQUEST the whole `InferRequest`, anything else (TENSOR, no
+tag, ...) a numpy array. Either way the tensor's memory is the request's buffer, not a copy. An
+output on a RESPONSE stream is a ready `InferResponse`; a `pyovms.Tensor` goes out under its own
+name, datatype and shape.
 Request parameters become input side packets of the run (OVMS's behaviour), except
 OVMS_MP_TIMESTAMP, which sets the packets' timestamp.
 
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from calculators.http.payload import REQUEST as HTTP_REQUEST_TAG
+from graphrt.kserve import python_tensors
 from graphrt.kserve.types import (
     InferRequest,
     InferResponse,
@@ -36,6 +39,7 @@ from graphruntime.graph import Graph
 from graphruntime.packet import Packet
 from graphruntime.validation import ValidatedGraph
 from servables.errors import InvalidRequest, ServableError
+from servables.python_model.tensor import Tensor
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +78,8 @@ def ports_of(servable: GraphServable) -> GraphPorts:
 
 
 def input_payload(tag: str, tensor: InferTensor) -> Any:
+    if python_tensors.is_python_tag(tag):
+        return python_tensors.to_python(tensor)
     if tag.startswith("OVTENSOR") and tensor.datatype != "BYTES":
         import openvino
 
@@ -82,6 +88,8 @@ def input_payload(tag: str, tensor: InferTensor) -> Any:
 
 
 def output_tensor(graph_name: str, stream: str, payload: Any) -> InferTensor:
+    if isinstance(payload, Tensor):  # a Python node's: its own name, datatype and shape
+        return python_tensors.from_python(payload)
     try:
         return tensor_from(stream, payload)
     except (TypeError, ValueError) as error:
@@ -209,15 +217,17 @@ async def add_packets(graph: Graph, packets: list[tuple[str, Any]], timestamp: i
         raise InvalidRequest(error.message) from error
 
 
-async def infer(servable: GraphServable, request: InferRequest) -> InferResponse:
-    """Run the graph once for a unary request."""
-    ports = ports_of(servable)
-    packets = input_packets(ports, request, servable.name, complete=True)
-    outputs = wanted_outputs(ports, request, servable.name)
-    timestamp = packet_timestamp(request, 0)
+async def run_once(
+    servable: GraphServable,
+    packets: list[tuple[str, Any]],
+    outputs: list[str],
+    side_packets: dict[str, Any],
+    timestamp: int = 0,
+) -> list[tuple[str, Packet[Any]]]:
+    """One run of the graph: the packets in at `timestamp`, the first packet of each output."""
     async with servable.graph_run() as graph:
         pollers = {name: graph.poll_output_stream(name) for name in outputs}
-        await graph.start_run(side_packets(servable, request))
+        await graph.start_run(side_packets)
         await add_packets(graph, packets, timestamp)
         graph.close_all_packet_sources()
         results: list[tuple[str, Packet[Any]]] = []
@@ -230,6 +240,16 @@ async def infer(servable: GraphServable, request: InferRequest) -> InferResponse
                 )
             results.append((name, packet))
         await graph.wait_until_done()
+    return results
+
+
+async def infer(servable: GraphServable, request: InferRequest) -> InferResponse:
+    """Run the graph once for a unary request."""
+    ports = ports_of(servable)
+    packets = input_packets(ports, request, servable.name, complete=True)
+    outputs = wanted_outputs(ports, request, servable.name)
+    timestamp = packet_timestamp(request, 0)
+    results = await run_once(servable, packets, outputs, side_packets(servable, request), timestamp)
     return response_for(servable, ports, request.id, results)
 
 

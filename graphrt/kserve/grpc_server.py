@@ -99,14 +99,14 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
 
     async def ModelReady(self, request: Any, context: Any) -> Any:
         try:
-            ready = self.dataplane.model_ready(request.name, request.version)
+            ready = self.dataplane.model_ready(request.name, request.version, INTERFACE)
         except Exception as error:
             await self._abort(context, error)
         return pb.ModelReadyResponse(ready=ready)
 
     async def ModelMetadata(self, request: Any, context: Any) -> Any:
         try:
-            found = self.dataplane.model_metadata(request.name, request.version)
+            found = self.dataplane.model_metadata(request.name, request.version, INTERFACE)
         except Exception as error:
             await self._abort(context, error)
         tensor = pb.ModelMetadataResponse.TensorMetadata

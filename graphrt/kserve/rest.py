@@ -44,12 +44,12 @@ async def ready(request: web.Request) -> web.Response:
 
 
 async def model_ready(request: web.Request) -> web.Response:
-    ok = dataplane(request).model_ready(*_name_version(request))
+    ok = dataplane(request).model_ready(*_name_version(request), INTERFACE)
     return web.Response(status=200 if ok else 503)
 
 
 async def model_metadata(request: web.Request) -> web.Response:
-    found = dataplane(request).model_metadata(*_name_version(request))
+    found = dataplane(request).model_metadata(*_name_version(request), INTERFACE)
     return web.json_response(
         {
             "name": found.name,

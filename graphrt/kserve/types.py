@@ -2,10 +2,10 @@
 
 REST (JSON, plus the binary-data extension Triton and KServe clients use) and gRPC (typed
 contents or `raw_input_contents`) both convert to and from these types, so the data plane behind
-them is written once. Tensors are numpy arrays; raw bytes become arrays without a copy
-(`np.frombuffer` over the received buffer, sliced with memoryviews), and an output array over a
-`bytes` buffer (what the model servable returns) is sent as that buffer; BYTES tensors hold Python
-`bytes` objects.
+them is written once. Tensors are numpy arrays; raw bytes are kept as received and become
+arrays, when first read, without a copy (`np.frombuffer` over the received buffer, sliced with
+memoryviews), and an output array over a `bytes` buffer (what the model servable returns) is sent
+as that buffer; BYTES tensors hold Python `bytes` objects.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from servables.errors import InvalidRequest
 from servables.ov_model.datatypes import KSERVE_TO_NUMPY, kserve_name
 
 Array = np.ndarray[Any, Any]
+Buffer = bytes | memoryview
 
 # KServe datatype -> InferTensorContents field for typed gRPC contents.
 CONTENTS_FIELD = {
@@ -42,13 +43,43 @@ CONTENTS_FIELD = {
 }
 
 
-@dataclass
 class InferTensor:
-    name: str
-    datatype: str
-    shape: list[int]
-    data: Array
-    parameters: dict[str, Any] = field(default_factory=dict)
+    """One tensor of a request or response.
+
+    A tensor that travels as raw bytes (gRPC's raw_input_contents, REST's binary data, what a
+    Python node produced) keeps them in `raw`, and `data` decodes them on first use: a graph
+    input that takes the bytes as sent (a Python node's, where a datatype may be custom and BYTES
+    stay one buffer) never decodes them, nor fails to.
+    """
+
+    __slots__ = ("_data", "datatype", "name", "parameters", "raw", "shape")
+
+    def __init__(
+        self,
+        name: str,
+        datatype: str,
+        shape: list[int],
+        data: Array | None = None,
+        parameters: dict[str, Any] | None = None,
+        *,
+        raw: Buffer | None = None,
+    ) -> None:
+        if data is None and raw is None:
+            raise ValueError(f"tensor {name} needs data or raw bytes")
+        self.name = name
+        self.datatype = datatype
+        self.shape = shape
+        self._data = data
+        self.parameters = parameters if parameters is not None else {}
+        self.raw = raw
+
+    @property
+    def data(self) -> Array:
+        """The values as a numpy array (a view of `raw`, where that is their layout)."""
+        if self._data is None:
+            assert self.raw is not None
+            self._data = array_from_raw(self.raw, self.datatype, self.shape, self.name)
+        return self._data
 
 
 @dataclass
@@ -95,9 +126,6 @@ def _dtype(datatype: str, name: str) -> np.dtype[np.generic]:
     if dtype is None:
         raise InvalidRequest(f"Unsupported datatype {datatype!r} of input {name}", param=name)
     return dtype
-
-
-Buffer = bytes | memoryview
 
 
 def decode_bytes_tensor(raw: Buffer, count: int, name: str) -> Array:
@@ -209,17 +237,21 @@ def request_from_grpc(message: Any) -> InferRequest:
         )
     for index, tensor in enumerate(declared):
         name, datatype, shape = tensor.name, tensor.datatype, list(tensor.shape)
+        parameters = _parameters(tensor.parameters)
         if raw_contents:
-            data = array_from_raw(raw_contents[index], datatype, shape, name)
-        else:
-            field_name = CONTENTS_FIELD.get(datatype)
-            if field_name is None:
-                raise InvalidRequest(
-                    f"Input {name} of datatype {datatype} needs raw_input_contents", param=name
-                )
-            values = list(getattr(tensor.contents, field_name))
-            data = array_from_values(values, datatype, shape, name)
-        inputs.append(InferTensor(name, datatype, shape, data, _parameters(tensor.parameters)))
+            _element_count(shape, name)
+            inputs.append(
+                InferTensor(name, datatype, shape, None, parameters, raw=raw_contents[index])
+            )
+            continue
+        field_name = CONTENTS_FIELD.get(datatype)
+        if field_name is None:
+            raise InvalidRequest(
+                f"Input {name} of datatype {datatype} needs raw_input_contents", param=name
+            )
+        values = list(getattr(tensor.contents, field_name))
+        data = array_from_values(values, datatype, shape, name)
+        inputs.append(InferTensor(name, datatype, shape, data, parameters))
     return InferRequest(
         message.model_name,
         message.model_version,
@@ -253,6 +285,8 @@ def response_to_grpc(response: InferResponse) -> Any:
 def raw_buffer(tensor: InferTensor) -> Buffer:
     """The tensor's raw form (little-endian values, row-major; length-prefixed for BYTES) as a
     buffer, without copying when the array's memory already is that form."""
+    if tensor.raw is not None:
+        return tensor.raw
     if tensor.datatype == "BYTES":
         return encode_bytes_tensor(tensor.data)
     data = tensor.data
@@ -317,6 +351,8 @@ def request_from_rest(
         if not isinstance(parameters, dict):
             raise InvalidRequest(f"parameters of input {name} must be an object", param=name)
         size = parameters.get("binary_data_size")
+        if size is None and len(raw_inputs) == 1 and datatype == "BYTES" and "data" not in entry:
+            size = binary.nbytes  # OVMS: a lone BYTES input may leave its size out
         if size is not None:
             if not isinstance(size, int) or size < 0 or offset + size > binary.nbytes:
                 raise InvalidRequest(
@@ -324,13 +360,15 @@ def request_from_rest(
                     f"{offset}, but {binary.nbytes} binary bytes were sent",
                     param=name,
                 )
-            data = array_from_raw(binary[offset : offset + size], datatype, shape, name)
+            _element_count(shape, name)
+            raw = binary[offset : offset + size]
             offset += size
+            inputs.append(InferTensor(name, datatype, shape, None, dict(parameters), raw=raw))
         elif "data" in entry:
             data = array_from_values(entry["data"], datatype, shape, name)
+            inputs.append(InferTensor(name, datatype, shape, data, dict(parameters)))
         else:
             raise InvalidRequest(f"Input {name} has neither data nor binary_data_size", param=name)
-        inputs.append(InferTensor(name, datatype, shape, data, dict(parameters)))
     if offset != binary.nbytes:
         raise InvalidRequest(
             f"{binary.nbytes - offset} bytes of binary data are not claimed by any input"
@@ -355,6 +393,22 @@ def _json_values(data: Array) -> list[Any]:
     return values
 
 
+def _json_data(tensor: InferTensor) -> list[Any]:
+    """An output's JSON values; one whose bytes are not values of its datatype and shape (a
+    Python node's custom datatype, say) can only go as binary data."""
+    try:
+        return _json_values(tensor.data)
+    except InvalidRequest:
+        raw = raw_buffer(tensor)
+        size = raw.nbytes if isinstance(raw, memoryview) else len(raw)
+        raise InvalidRequest(
+            f"Output {tensor.name} ({tensor.datatype}, shape {tensor.shape}, {size} bytes) has no "
+            'JSON form; request it as binary data (the output\'s "binary_data" parameter, or '
+            '"binary_data_output")',
+            param=tensor.name,
+        ) from None
+
+
 def response_to_rest(response: InferResponse, request: InferRequest) -> tuple[bytes, int | None]:
     """JSON body (and the length of its JSON part when binary outputs follow it)."""
     outputs: list[dict[str, Any]] = []
@@ -373,7 +427,7 @@ def response_to_rest(response: InferResponse, request: InferRequest) -> tuple[by
         else:
             if tensor.parameters:
                 entry["parameters"] = tensor.parameters
-            entry["data"] = _json_values(tensor.data)
+            entry["data"] = _json_data(tensor)
         outputs.append(entry)
     document: dict[str, Any] = {
         "model_name": response.model,

@@ -15,18 +15,14 @@ from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, M
 from prometheus_client.registry import Collector
 
 from graphrt.observability.encoder_metrics import histogram_buckets
+from graphrt.observability.model_metrics import loaded_versions
 from servables.ov_model.model import OpenVINOModel
 from servables.ov_model.versions import VersionedModel
 
 
 def batched_models(models: Iterable[VersionedModel]) -> list[OpenVINOModel]:
     """The loaded model versions that have dynamic batching switched on."""
-    return [
-        version.model
-        for model in models
-        for version in list(model.versions.values())
-        if version.model is not None and version.model.dynamic_batching is not None
-    ]
+    return [model for model in loaded_versions(models) if model.dynamic_batching is not None]
 
 
 class BatchCollector(Collector):

@@ -12,6 +12,11 @@ OVMS's per-request gauges and histograms are plain numbers too, handed to promet
 only when it scrapes (`RequestCollector`): every request is counted on the event loop's thread,
 and prometheus_client's own metrics take a lock per update, ten of them per request (~10 us of
 a ~80 us KServe request on a tiny model).
+
+Classic models and DAG pipelines have OVMS's per-version series instead of a graph's
+(model_metrics.py); the families both use are written once, with both label sets.
+`--metrics_list` empty shows OVMS's default families: all but ovms_infer_req_queue_size and
+ovms_infer_req_active, which OVMS shows only when listed.
 """
 
 from __future__ import annotations
@@ -29,14 +34,27 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from graphrt.observability.model_metrics import MODEL_FAMILIES, OPTIONAL_FAMILIES, ModelMetrics
+
 REQUEST_LABELS = ("api", "interface", "method", "name")
 OVMS_COUNTERS = {
-    "ovms_requests_success": ("Number of successful requests to a graph.", REQUEST_LABELS),
-    "ovms_requests_fail": ("Number of failed requests to a graph.", REQUEST_LABELS),
+    "ovms_requests_success": (
+        "Number of successful requests to a model, a DAG or a graph.",
+        REQUEST_LABELS,
+    ),
+    "ovms_requests_fail": (
+        "Number of failed requests to a model, a DAG or a graph.",
+        REQUEST_LABELS,
+    ),
     "ovms_requests_accepted": ("Requests that put a packet into a graph.", REQUEST_LABELS),
     "ovms_requests_rejected": ("Requests refused before reaching a graph.", REQUEST_LABELS),
     "ovms_responses": (
@@ -51,7 +69,9 @@ OVMS_OTHERS = (
     "ovms_graph_processing_time_us",
     "ovms_request_time_us",
 )
-OVMS_METRICS = (*OVMS_COUNTERS, *OVMS_OTHERS)
+OVMS_METRICS = (*OVMS_COUNTERS, *OVMS_OTHERS, *MODEL_FAMILIES)
+# What an empty --metrics_list shows: OVMS's default families (all but the optional ones).
+DEFAULT_METRICS = frozenset(OVMS_METRICS) - OPTIONAL_FAMILIES
 US_BUCKETS = tuple(10.0**exponent for exponent in range(1, 9))
 # Their `le` labels as prometheus_client writes them ("1e+06", ..., "+Inf").
 US_BUCKET_LABELS = (*(floatToGoString(b) for b in US_BUCKETS), "+Inf")  # type: ignore[no-untyped-call]
@@ -78,15 +98,36 @@ class OvmsCounter:
     def value(self, *labels: str) -> float:
         return self.values.get(labels, 0.0)
 
-    def render(self) -> str:
+    def render(self, more: Iterable[tuple[dict[str, str], float]] = ()) -> str:
+        """The family's text; `more` are samples of other label sets (OVMS's model series)."""
         lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} counter"]
-        for labels, value in sorted(self.values.items()):
-            pairs = ",".join(
-                f'{key}="{_escape(item)}"'
-                for key, item in zip(self.label_names, labels, strict=True)
-            )
+        samples = [
+            (dict(zip(self.label_names, labels, strict=True)), value)
+            for labels, value in sorted(self.values.items())
+        ]
+        for labels, value in (*samples, *more):
+            pairs = ",".join(f'{key}="{_escape(item)}"' for key, item in labels.items())
             lines.append(f"{self.name}{{{pairs}}} {value!r}")
         return "\n".join(lines) + "\n"
+
+
+class MergedFamilies:
+    """A registry's families with those of one name joined into one: graphs' and models' OVMS
+    series share family names with different label sets, and an exposition may name a family
+    only once."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        families: dict[str, Metric] = {}
+        for family in self.registry.collect():
+            known = families.get(family.name)
+            if known is None:
+                families[family.name] = family
+            else:
+                known.samples.extend(family.samples)
+        return iter(families.values())
 
 
 class EngineCollector(Collector):
@@ -264,10 +305,13 @@ class Metrics:
     """All server metrics; see the module docstring."""
 
     def __init__(self, enabled: Iterable[str] = ()) -> None:
-        names = set(enabled) or set(OVMS_METRICS)
+        names = set(enabled) or set(DEFAULT_METRICS)
         unknown = names - set(OVMS_METRICS)
         if unknown:
-            raise ValueError(f"unknown metrics in --metrics_list: {', '.join(sorted(unknown))}")
+            raise ValueError(
+                f"unknown metrics in --metrics_list: {', '.join(sorted(unknown))} (OVMS's "
+                f"families: {', '.join(OVMS_METRICS)})"
+            )
         self.enabled = names
         disable_created_metrics()  # type: ignore[no-untyped-call]  # OVMS has no *_created
         self.counters = {
@@ -286,6 +330,9 @@ class Metrics:
         self.name_tallies: dict[str, NameTally] = {}
         self.request_times: dict[tuple[str, str], Tally] = {}
         registry.register(RequestCollector(self))
+        # Classic models' and pipelines' series (model_metrics.py), joined by render().
+        self.models = ModelMetrics(self.enabled)
+        registry.register(self.models)
         self.ttft = Histogram(
             "graphrt_llm_time_to_first_token_seconds",
             "Time from submission to the first token.",
@@ -325,9 +372,13 @@ class Metrics:
 
     def render(self) -> bytes:
         counters = "".join(
-            counter.render() for name, counter in self.counters.items() if name in self.enabled
+            counter.render(self.models.counter_samples(name))
+            if name in ("ovms_requests_success", "ovms_requests_fail")
+            else counter.render()
+            for name, counter in self.counters.items()
+            if name in self.enabled
         )
-        return counters.encode() + generate_latest(self.registry)
+        return counters.encode() + generate_latest(MergedFamilies(self.registry))
 
     # The LLM servable's request listener interface.
     def started(self, servable: Any, stats: Any) -> None:

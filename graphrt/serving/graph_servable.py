@@ -177,6 +177,7 @@ class GraphServable:
         try:
             if self.definition.problem:
                 raise ServableError(self.definition.problem)
+            self.check_before_load()
             graph = ValidatedGraph.from_config(
                 self._config(),
                 subgraph_paths=[*self.definition.subgraph_paths, *self.policy.subgraph_paths],
@@ -206,6 +207,9 @@ class GraphServable:
         self.state = State.AVAILABLE
         self.loaded_at = time.time()
         logger.info("servable %s is available (%.1f s)", self.name, time.perf_counter() - started)
+
+    def check_before_load(self) -> None:
+        """What a kind of servable checks before its graph is built (raise a ServableError)."""
 
     async def unload(self, drain_timeout: float | None = None) -> None:
         """Stop taking requests, let in-flight ones finish (bounded), then stop resources."""

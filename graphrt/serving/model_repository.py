@@ -8,7 +8,11 @@ graphrt adds `subgraph_paths`, directories (or files) of subgraphs the graph use
 config file. A graph's `subconfig` (default `<base_path>/subconfig.json` when present) lists more
 models, served like the others, for the graph's OpenVINOModelServerSessionCalculator nodes. A
 schema error names the key and the file and applies nothing; a broken servable is reported
-(UNAVAILABLE with its reason) while the others load.
+(UNAVAILABLE with its reason) while the others load. `pipeline_config_list` entries are OVMS's
+DAG pipelines, served as graphs (graphrt.serving.dag); `monitoring` is read by the server at
+start (graphrt.serving.monitoring); what graphrt cannot do (custom node and loader libraries,
+stateful models) is a warning or an error naming it (graphrt.serving.unsupported_config), never
+ignored in silence.
 
 `apply()` moves the repository to a new set of definitions the way OVMS's reload does: new
 servables load, removed ones unload after their in-flight requests finish, changed ones are
@@ -24,13 +28,21 @@ import hashlib
 import json
 import logging
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
 from calculators.openvino.session import MODELS
 from graphrt.observability.observation import ObservationSettings
-from graphrt.serving import heap
+from graphrt.serving import heap, unsupported_config
+from graphrt.serving.dag.config import parse_libraries, parse_pipeline
+from graphrt.serving.dag.servable import (
+    PipelineDefinition,
+    PipelineServable,
+    pipeline_definition,
+)
 from graphrt.serving.graph_servable import GraphDefinition, GraphServable, State
+from graphrt.serving.monitoring import Monitoring, parse_monitoring
 from graphrt.serving.policy import ServingPolicy
 from graphruntime.services import GraphService
 from servables.errors import ModelNotFound
@@ -78,21 +90,23 @@ def _strings(entry: dict[str, Any], key: str, where: str, path: Path) -> list[st
 
 
 def _fingerprint(path: Path, subgraph_places: Iterable[Path] = ()) -> str:
-    """The graph file's hash, and when the subgraph files it may use were last changed, so that a
-    reload notices an edit to either."""
+    """The graph file's hash, and when the subgraph files it may use and the Python scripts
+    beside it (Python nodes' handlers) were last changed, so that a reload notices an edit to
+    any of them."""
     digest = hashlib.sha256()
     try:
         digest.update(path.read_bytes())
     except OSError:
         return "missing"  # the servable will report the missing file when it loads
+    files = sorted(path.parent.glob("*.py"))
     for place in subgraph_places:
-        files = sorted(place.glob("*.pbtxt")) if place.is_dir() else [place]
-        for file in files:
-            try:
-                stat = file.stat()
-            except OSError:
-                continue
-            digest.update(f"{file}:{stat.st_mtime_ns}:{stat.st_size}".encode())
+        files += sorted(place.glob("*.pbtxt")) if place.is_dir() else [place]
+    for file in files:
+        try:
+            stat = file.stat()
+        except OSError:
+            continue
+        digest.update(f"{file}:{stat.st_mtime_ns}:{stat.st_size}".encode())
     return digest.hexdigest()
 
 
@@ -116,8 +130,11 @@ def _models(path: Path, data: dict[str, Any]) -> list[ModelConfig | GraphDefinit
         raise ConfigFileError(path, "'model_config_list' must be an array")
     models: list[ModelConfig | GraphDefinition] = []
     for index, entry in enumerate(entries):
+        where = f"model_config_list[{index}]"
         try:
-            model = ModelConfig.from_json(entry, path.parent, f"model_config_list[{index}]")
+            if isinstance(entry, dict) and isinstance(entry.get("config"), dict):
+                unsupported_config.check_model(entry["config"], where, path)
+            model = ModelConfig.from_json(entry, path.parent, where)
         except ValueError as error:
             raise ConfigFileError(path, str(error)) from error
         models.append(_graph_in_model_list(model) or model)
@@ -152,13 +169,48 @@ def read_subconfig(path: Path) -> list[ModelConfig]:
     return [m for m in models if isinstance(m, ModelConfig)]
 
 
+def _monitoring(path: Path, data: dict[str, Any]) -> Monitoring | None:
+    if "monitoring" not in data:
+        return None
+    try:
+        return parse_monitoring(data["monitoring"])
+    except ValueError as error:
+        raise ConfigFileError(path, str(error)) from error
+
+
+def read_monitoring(path: Path) -> Monitoring | None:
+    """config.json's `monitoring` section (None without one); raises ConfigFileError."""
+    return _monitoring(path, _load_json(path))
+
+
+def _pipelines(path: Path, data: dict[str, Any]) -> list[PipelineDefinition]:
+    """`pipeline_config_list` (with the custom node libraries its nodes may name)."""
+    try:
+        libraries = parse_libraries(
+            data.get("custom_node_library_config_list", []), "custom_node_library_config_list"
+        )
+        unsupported_config.check_sections(data, libraries, path)
+        entries = data.get("pipeline_config_list", [])
+        if not isinstance(entries, list):
+            raise ValueError("'pipeline_config_list' must be an array")
+        configs = [
+            parse_pipeline(entry, f"pipeline_config_list[{index}]")
+            for index, entry in enumerate(entries)
+        ]
+    except ValueError as error:
+        raise ConfigFileError(path, str(error)) from error
+    return [pipeline_definition(config, libraries, path) for config in configs]
+
+
 def read_config(path: Path) -> list[ServableDefinition]:
     """Definitions from an OVMS config.json; raises ConfigFileError naming the bad key."""
     data = _load_json(path)
     unknown = sorted(set(data) - TOP_LEVEL_KEYS)
     if unknown:
         raise ConfigFileError(path, f"unknown key {unknown[0]!r} at the top level")
+    _monitoring(path, data)  # only checked here: the server reads it once, at start
     models = _models(path, data)
+    pipelines = _pipelines(path, data)
     graphs = data.get("mediapipe_config_list", [])
     if not isinstance(graphs, list):
         raise ConfigFileError(path, "'mediapipe_config_list' must be an array")
@@ -173,6 +225,8 @@ def read_config(path: Path) -> list[ServableDefinition]:
 
     for index, model in enumerate(models):
         claim(model.name, f"model_config_list[{index}].config")
+    for index, pipeline in enumerate(pipelines):
+        claim(pipeline.name, f"pipeline_config_list[{index}]")
     for index, entry in enumerate(graphs):
         where = f"mediapipe_config_list[{index}]"
         if not isinstance(entry, dict):
@@ -216,7 +270,7 @@ def read_config(path: Path) -> list[ServableDefinition]:
                 subgraph_paths=subgraph_paths,
             )
         )
-    return [*models, *definitions]
+    return [*models, *pipelines, *definitions]
 
 
 class ModelRepository:
@@ -230,8 +284,12 @@ class ModelRepository:
         services: Mapping[GraphService[Any], Any] | None = None,
         observation: ObservationSettings | None = None,
         policy: ServingPolicy | None = None,
+        monitoring: Monitoring | None = None,
+        count_inferences: bool = False,
     ) -> None:
         self.config_path = config_path
+        self.count_inferences = count_inferences  # models count OVMS's inference metrics
+        self.monitoring = monitoring  # config.json's, as the server started with it
         self.observation = observation  # what watches every servable (graph page, profiler)
         self.policy = policy or ServingPolicy()
         self.request_listeners = list(request_listeners)
@@ -299,19 +357,20 @@ class ModelRepository:
             # Models first: graphs that open sessions on them find them loaded.
             try:
                 changed_models = await self._apply_models(models)
-                changed_graphs = await self._apply_graphs(graphs)
+                changed_graphs = await self._apply_graphs(graphs, changed_models)
             finally:
                 self._first_apply_done = True
-            return changed_models or changed_graphs
+            return bool(changed_models) or changed_graphs
 
-    async def _apply_models(self, configs: list[ModelConfig]) -> bool:
+    async def _apply_models(self, configs: list[ModelConfig]) -> set[str]:
+        """Load, replace and unload models; the names of those that changed."""
         wanted = {config.name: config for config in configs}
         removed = [name for name in self.models if name not in wanted]
         for name in removed:
             await self.models.pop(name).stop()
             logger.info("model %s unloaded", name)
         fresh = {
-            name: VersionedModel(config)
+            name: VersionedModel(config, self.count_inferences)
             for name, config in wanted.items()
             if name not in self.models or self.models[name].config != config
         }
@@ -327,21 +386,29 @@ class ModelRepository:
                 continue
             self.models[name] = model
             await old.stop()  # requests in flight hold their version until they finish
-        return bool(removed or fresh)
+        return {*removed, *fresh}
 
-    async def _apply_graphs(self, definitions: list[GraphDefinition]) -> bool:
+    async def _apply_graphs(
+        self, definitions: list[GraphDefinition], changed_models: AbstractSet[str] = frozenset()
+    ) -> bool:
+        """Load, replace and unload graphs; a pipeline that runs a model of `changed_models`
+        is loaded again, so it is checked against the model as it is now."""
         wanted = {definition.name: definition for definition in definitions}
         added = [d for name, d in wanted.items() if name not in self.servables]
         changed = [
             d
             for name, d in wanted.items()
-            if name in self.servables and self.servables[name].definition != d
+            if name in self.servables
+            and (
+                self.servables[name].definition != d
+                or (isinstance(d, PipelineDefinition) and bool(d.models & changed_models))
+            )
         ]
         removed = [name for name in self.servables if name not in wanted]
         if not (added or changed or removed):
             return False
         fresh = {
-            d.name: GraphServable(
+            d.name: (PipelineServable if isinstance(d, PipelineDefinition) else GraphServable)(
                 d,
                 self.request_listeners,
                 services={**self.services, MODELS: self},
@@ -357,7 +424,9 @@ class ModelRepository:
         for definition in changed:
             old = self.servables[definition.name]
             replacement = fresh[definition.name]
-            if not replacement.available and old.available:
+            # A pipeline whose definition did not change failed against changed models: it is
+            # no longer valid, so it is replaced all the same (and reports why).
+            if not replacement.available and old.available and old.definition != definition:
                 logger.error(
                     "reload of %s failed, the previous version keeps serving: %s",
                     definition.name,
@@ -381,13 +450,28 @@ class ModelRepository:
         """Re-read config.json; raises ConfigFileError (and changes nothing) if it is invalid."""
         if self.config_path is None:
             return False
-        return await self.apply(read_config(self.config_path))
+        definitions = read_config(self.config_path)
+        monitoring = read_monitoring(self.config_path)
+        if monitoring != self.monitoring:
+            logger.warning(
+                "%s: the monitoring section changed; it is read once, when the server starts: "
+                "restart the server to apply it",
+                self.config_path,
+            )
+            self.monitoring = monitoring  # said once per change
+        return await self.apply(definitions)
 
     async def refresh_versions(self) -> bool:
-        """Pick up model version folders that appeared or disappeared."""
+        """Pick up model version folders that appeared or disappeared (and check the pipelines
+        that run those models again)."""
         async with self._lock:
-            changes = await asyncio.gather(*(m.refresh() for m in self.models.values()))
-            return any(changes)
+            models = list(self.models.values())
+            changes = await asyncio.gather(*(m.refresh() for m in models))
+            changed = {model.name for model, change in zip(models, changes, strict=True) if change}
+            if changed:
+                current = [s.definition for s in self.servables.values()]
+                await self._apply_graphs(current, changed)
+            return bool(changed)
 
     def config_changed(self) -> bool:
         """Whether config.json's text differs from what was last seen (for polling)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from graphrt.export.media_graphs import MediaFlags
 
@@ -68,3 +69,5 @@ class ServerSettings:
     reasoning_parser: str | None = None
     enable_tool_guided_generation: bool = False
     lora_modules: tuple[str, ...] = ()  # --lora_modules values, as given (see lora_modules.py)
+    # a classic model's flags (--layout, --mean, ...) as its config.json entry holds them
+    model_options: dict[str, Any] = field(default_factory=dict)

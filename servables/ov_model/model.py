@@ -37,6 +37,10 @@ With `dynamic_batching` in the model's config, checked calls go through a `Dynam
 (dynamic_batcher.py), which stacks concurrent calls along dimension 0 and runs each batch through
 the same path a single call takes (inline or on the threads); the batch dimension is made dynamic
 at load (`_make_batch_dynamic`).
+
+With `count_inferences` (the server's /metrics), each call and inference is counted in `stats`
+(inference_stats.py: OVMS's per-version metrics): the wait for an infer request, the time
+OpenVINO takes, the calls and infer requests in use (~1.5 us per inference).
 """
 
 from __future__ import annotations
@@ -56,14 +60,18 @@ import numpy as np
 
 from servables.errors import InvalidRequest, ServableError, ServableLoadError
 from servables.ov_model.batching_config import DynamicBatchingConfig
-from servables.ov_model.datatypes import OPENVINO_TO_KSERVE, kserve_name
+from servables.ov_model.datatypes import KSERVE_TO_NUMPY, OPENVINO_TO_KSERVE, kserve_name
 from servables.ov_model.dynamic_batcher import BatchStats, DynamicBatcher
+from servables.ov_model.images import ImageInput, decode_image_inputs
+from servables.ov_model.inference_stats import InferenceStats
+from servables.ov_model.model_files import find_model_file
 from servables.ov_model.pass_batch import PassBatcher
+from servables.ov_model.preprocessing import Preprocessing
 
 logger = logging.getLogger(__name__)
 
-# An inline inference: the inputs and the names of the outputs wanted.
-InlineJob = tuple[Mapping[str, np.ndarray[Any, Any]], list[str]]
+# An inline inference: the inputs, the names of the outputs wanted, when it was asked for.
+InlineJob = tuple[Mapping[str, np.ndarray[Any, Any]], list[str], float]
 
 # A request whose estimated inference time is below this runs on the event loop (module docstring).
 INLINE_MAX_SECONDS = 300e-6
@@ -123,17 +131,6 @@ def _spec(port: Any) -> TensorSpec:
     return TensorSpec(port.get_any_name(), OPENVINO_TO_KSERVE.get(element, element), dims)
 
 
-def find_model_file(directory: Path) -> Path:
-    """The model in a version folder: one .xml (with its .bin) or one .onnx file."""
-    candidates = sorted(directory.glob("*.xml")) or sorted(directory.glob("*.onnx"))
-    if len(candidates) != 1:
-        found = ", ".join(p.name for p in candidates) or "none"
-        raise ServableLoadError(
-            f"{directory} must hold exactly one model (.xml with its .bin, or .onnx); found {found}"
-        )
-    return candidates[0]
-
-
 # Properties that say how a CPU model uses threads; when plugin_config sets none of them the
 # model is compiled with the THROUGHPUT hint (see `compile_properties`).
 THREADING_PROPERTIES = frozenset(
@@ -187,8 +184,9 @@ class OpenVINOModel:
         nireq: int = 0,
         batch_size: str | None = None,
         shape: str | Mapping[str, str] | None = None,
-        layout: str | Mapping[str, str] | None = None,
+        preprocessing: Preprocessing | None = None,
         dynamic_batching: DynamicBatchingConfig | None = None,
+        count_inferences: bool = False,
     ) -> None:
         self.name = name
         self.version = version
@@ -198,10 +196,14 @@ class OpenVINOModel:
         self.nireq_setting = nireq
         self.batch_size = batch_size
         self.shape = shape
-        self.layout = layout
+        self.preprocessing = preprocessing or Preprocessing()
         self.dynamic_batching = dynamic_batching
         # Batches formed (read by /metrics); the batcher itself is made by start().
         self.batch_stats = BatchStats()
+        # OVMS's per-version numbers (waits, inference times, requests in flight) when /metrics
+        # wants them; without, an inference pays nothing for them.
+        self.stats = InferenceStats() if count_inferences else None
+        self.streams = 0
         self._dynamic: DynamicBatcher | None = None
         self.inputs: list[TensorSpec] = []
         self.outputs: list[TensorSpec] = []
@@ -215,6 +217,8 @@ class OpenVINOModel:
         self._threads: ThreadPoolExecutor | None = None
         self._output_names: list[str] = []
         self._input_specs: dict[str, TensorSpec] = {}
+        # Numeric inputs, with what they need of encoded images sent as BYTES (images.py).
+        self._image_inputs: dict[str, ImageInput | None] = {}
         # One inference's time and input size at load; whether recent inline runs were slow.
         self._inline_seconds = float("inf")
         self._inline_bytes = 1
@@ -222,19 +226,25 @@ class OpenVINOModel:
         self._slow_count = 0
 
     def load(self) -> None:
-        """Read, reshape and compile (blocking: call from a worker thread)."""
+        """Read, preprocess, reshape and compile (blocking: call from a worker thread).
+
+        Preprocessing comes first, as in OVMS: a shape or batch size applies to the inputs as
+        clients send them (after a layout change).
+        """
         path = find_model_file(self.directory)
+        where = f"{self.name} version {self.version}"
         try:
             model = core().read_model(str(path))
+            model = self.preprocessing.apply(model, where)
             self._reshape(model)
             if self.dynamic_batching is not None:
                 self._make_batch_dynamic(model)
-            self._set_layout(model)
+            self._image_inputs = _image_inputs(model)
             compiled = core().compile_model(
                 model, self.device, compile_properties(self.device, self.properties)
             )
         except RuntimeError as error:
-            raise ServableLoadError(f"{self.name} version {self.version}: {error}") from error
+            raise ServableLoadError(f"{where}: {error}") from error
         self._compiled = compiled
         self.inputs = [_spec(port) for port in compiled.inputs]
         self.outputs = [_spec(port) for port in compiled.outputs]
@@ -265,8 +275,14 @@ class OpenVINOModel:
         elif isinstance(self.shape, str):
             model.reshape(_parse_shape(self.shape))
         elif isinstance(self.shape, Mapping):
-            model.reshape({name: _parse_shape(value) for name, value in self.shape.items()})
-        if self.batch_size not in (None, "", "0"):
+            ranks = {port.get_any_name(): len(port.get_partial_shape()) for port in model.inputs}
+            model.reshape(
+                {
+                    name: [-1] * ranks.get(name, 0) if value == "auto" else _parse_shape(value)
+                    for name, value in self.shape.items()
+                }
+            )
+        if self.batch_size not in (None, "", "0") and self.shape is None:
             import openvino
 
             batch = -1 if self.batch_size == "auto" else int(str(self.batch_size))
@@ -328,20 +344,6 @@ class OpenVINOModel:
                     "batch dimension to split the results along"
                 )
 
-    def _set_layout(self, model: Any) -> None:
-        if not self.layout:
-            return
-        import openvino
-
-        layouts = (
-            self.layout
-            if isinstance(self.layout, Mapping)
-            else {port.get_any_name(): self.layout for port in model.inputs}
-        )
-        for port in model.inputs:
-            if port.get_any_name() in layouts:
-                port.get_node().set_layout(openvino.Layout(layouts[port.get_any_name()]))
-
     def start(self) -> None:
         """Create the infer-request pool (on the event loop that will serve requests)."""
         self._pool = asyncio.Queue()
@@ -349,6 +351,7 @@ class OpenVINOModel:
         for _ in range(self.nireq):
             self._pool.put_nowait(InferSlot(self._compiled.create_infer_request(), names))
         self._threads = ThreadPoolExecutor(self.nireq, thread_name_prefix=f"infer-{self.name}")
+        self.streams = self._streams()
         if self._inline_compiled is not None:
             self._inline_slot = InlineSlot(self._inline_compiled.create_infer_request(), names)
             self._batcher = PassBatcher(self._infer_own)
@@ -456,20 +459,28 @@ class OpenVINOModel:
         self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str] | None = None
     ) -> dict[str, np.ndarray[Any, Any]]:
         """Run one inference; returns the requested outputs (all by default) as numpy arrays."""
-        self.check_inputs(inputs)
-        names = self._output_names
-        wanted = names
-        if outputs:
-            wanted = list(outputs)
-            for name in wanted:
-                if name not in names:
-                    raise InvalidRequest(
-                        f"Unexpected output: {name}; {self.name} produces " + ", ".join(names),
-                        param=name,
-                    )
-        if self._dynamic is not None:
-            return await self._dynamic.submit(inputs, wanted)
-        return await self._infer_checked(inputs, wanted)
+        stats = self.stats
+        if stats is not None:
+            stats.current_requests += 1
+        try:
+            inputs = decode_image_inputs(inputs, self._image_inputs)
+            self.check_inputs(inputs)
+            names = self._output_names
+            wanted = names
+            if outputs:
+                wanted = list(outputs)
+                for name in wanted:
+                    if name not in names:
+                        raise InvalidRequest(
+                            f"Unexpected output: {name}; {self.name} produces " + ", ".join(names),
+                            param=name,
+                        )
+            if self._dynamic is not None:
+                return await self._dynamic.submit(inputs, wanted)
+            return await self._infer_checked(inputs, wanted)
+        finally:
+            if stats is not None:
+                stats.current_requests -= 1
 
     async def _infer_checked(
         self, inputs: Mapping[str, np.ndarray[Any, Any]], wanted: list[str]
@@ -477,24 +488,34 @@ class OpenVINOModel:
         """One inference of inputs already checked (one call's, or a stacked batch's)."""
         pool, threads = self._pool, self._threads
         assert pool is not None and threads is not None, "start() was not called"
+        stats = self.stats
+        entered = time.perf_counter() if stats is not None else 0.0
         input_bytes = sum(array.nbytes for array in inputs.values())
         inline = self._run_inline(input_bytes)
         own, batcher = self._inline_slot, self._batcher
         if inline and own is not None and batcher is not None and not own.lock.locked():
-            return await batcher.submit((inputs, wanted))
+            return await batcher.submit((inputs, wanted, entered))
         slot = await pool.get()
+        if stats is not None:
+            stats.waited(time.perf_counter() - entered)
+            stats.active += 1
         if inline:
             try:
                 return self._infer_inline(slot, _infer, inputs, wanted)
             finally:
                 pool.put_nowait(slot)
+                if stats is not None:
+                    stats.active -= 1
         job = asyncio.get_running_loop().run_in_executor(
-            threads, _infer, slot, dict(inputs), wanted
+            threads, _infer if stats is None else _infer_timed, slot, dict(inputs), wanted
         )
 
         def release(finished: asyncio.Future[Any]) -> None:
             # Only once OpenVINO is done with the request, even if the caller was cancelled.
             pool.put_nowait(slot)
+            if stats is not None:
+                stats.active -= 1
+                stats.inferred(slot.seconds)
             if not finished.cancelled():
                 finished.exception()  # retrieved: a cancelled caller no longer wants it
 
@@ -509,9 +530,17 @@ class OpenVINOModel:
         """One inference on the inline compilation's own request (see pass_batch)."""
         own = self._inline_slot
         assert own is not None
-        inputs, wanted = job
-        with own.lock:
-            return self._infer_inline(own, _infer_copying, inputs, wanted)
+        inputs, wanted, entered = job
+        stats = self.stats
+        if stats is not None:
+            stats.waited(time.perf_counter() - entered)
+            stats.active += 1
+        try:
+            with own.lock:
+                return self._infer_inline(own, _infer_copying, inputs, wanted)
+        finally:
+            if stats is not None:
+                stats.active -= 1
 
     def _infer_inline(
         self,
@@ -523,11 +552,26 @@ class OpenVINOModel:
         try:
             started = time.perf_counter()
             results = run(slot, inputs, wanted)
-            self._inline_ran(time.perf_counter() - started)
+            seconds = time.perf_counter() - started
+            self._inline_ran(seconds)
+            if self.stats is not None:
+                self.stats.inferred(seconds)
             return results
         except RuntimeError as error:
             logger.error("%s: inference failed: %s", self.name, error)
             raise ServableError(f"{self.name}: inference failed: {error}") from error
+
+
+def _image_inputs(model: Any) -> dict[str, ImageInput | None]:
+    """Every numeric input of the model as it will be compiled, with what images it takes."""
+    found = {}
+    for port in model.inputs:
+        # Not ov.Type.to_dtype(): two versions loading at once on two threads hung in it.
+        datatype = OPENVINO_TO_KSERVE.get(port.get_element_type().get_type_name())
+        dtype = KSERVE_TO_NUMPY.get(datatype or "")
+        if dtype is not None and datatype != "BYTES":
+            found[port.get_any_name()] = ImageInput.of(port, dtype)
+    return found
 
 
 class InferSlot:
@@ -539,12 +583,13 @@ class InferSlot:
     on this slot replaces it, or the memory would be freed under the request.
     """
 
-    __slots__ = ("inputs", "outputs", "request")
+    __slots__ = ("inputs", "outputs", "request", "seconds")
 
     def __init__(self, request: Any, outputs: list[str]) -> None:
         self.request = request
         self.outputs = outputs
         self.inputs: dict[str, Any] = {}
+        self.seconds = 0.0  # the last inference's time on a thread (read when it is released)
 
 
 class InlineSlot(InferSlot):
@@ -591,6 +636,15 @@ def _infer(slot: InferSlot, inputs: Mapping[str, Any], outputs: list[str]) -> di
             request.set_tensor(name, tensor)
             slot.inputs[name] = tensor  # after set_tensor: the old one is no longer used
     return _results(slot, request.infer(dispatched or None, share_inputs=True), outputs)
+
+
+def _infer_timed(slot: InferSlot, inputs: Mapping[str, Any], outputs: list[str]) -> dict[str, Any]:
+    """`_infer` on a pool thread, its time left on the slot for the event loop to count."""
+    started = time.perf_counter()
+    try:
+        return _infer(slot, inputs, outputs)
+    finally:
+        slot.seconds = time.perf_counter() - started
 
 
 def _infer_copying(

@@ -1,6 +1,7 @@
 """A model_config_list entry: the versions its policy selects, loaded, swapped and reported.
 
-Versions are numeric folders under `base_path` (OVMS's layout). The version policy picks which
+Versions are numeric folders under `base_path` (OVMS's layout), or `base_path` is one model
+file, served as version 1 (model_files.py). The version policy picks which
 to serve: the latest N (default 1), all, or specific numbers. `refresh()` rescans the folders, so
 versions that appear are loaded and versions that disappear are unloaded; the reload machinery
 calls it on every poll. A request without a version gets the highest loaded one.
@@ -25,6 +26,8 @@ from typing import Any
 from servables.errors import ModelNotFound, ServableNotReady
 from servables.ov_model.batching_config import DynamicBatchingConfig
 from servables.ov_model.model import OpenVINOModel
+from servables.ov_model.model_files import version_folders, version_path
+from servables.ov_model.preprocessing import Preprocessing
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +45,10 @@ MODEL_KEYS = {
     "batch_size",
     "shape",
     "layout",
+    "mean",
+    "scale",
+    "color_format",
+    "precision",
     "stateful",
     "idle_sequence_cleanup",
     "max_sequence_number",
@@ -49,6 +56,10 @@ MODEL_KEYS = {
     "allow_cache",
     "dynamic_batching",  # ours, in Triton's names (batching_config.py)
 }
+
+
+# OVMS's preprocessing parameters (preprocessing.py), as from_options names them.
+PREPROCESSING_KEYS = ("layout", "mean", "scale", "color_format", "precision")
 
 
 class VersionState(enum.Enum):
@@ -79,6 +90,11 @@ class VersionPolicy:
     def from_json(cls, value: Any) -> VersionPolicy:
         if value is None:
             return cls()
+        if isinstance(value, str):  # OVMS takes the JSON as a string too (the CLI's form)
+            try:
+                value = json.loads(value)
+            except ValueError as error:
+                raise ValueError(f"model_version_policy is not valid JSON: {error}") from error
         if not isinstance(value, dict) or len(value) != 1:
             raise ValueError('model_version_policy must be {"latest"|"all"|"specific": {...}}')
         kind, settings = next(iter(value.items()))
@@ -111,7 +127,7 @@ class ModelConfig:
     version_policy: VersionPolicy = field(default_factory=VersionPolicy)
     batch_size: str | None = None
     shape: str | Mapping[str, str] | None = None
-    layout: str | Mapping[str, str] | None = None
+    preprocessing: Preprocessing = field(default_factory=Preprocessing)
     dynamic_batching: DynamicBatchingConfig | None = None
 
     @classmethod
@@ -123,29 +139,43 @@ class ModelConfig:
         unknown = sorted(set(config) - MODEL_KEYS)
         if unknown:
             raise ValueError(f"unknown key {unknown[0]!r} in {where}.config")
+        return cls.from_settings(config, root, f"{where}.config.")
+
+    @classmethod
+    def from_settings(cls, config: Mapping[str, Any], root: Path, prefix: str) -> ModelConfig:
+        """The settings of one model, from config.json or the command line; ValueError names
+        the setting as `prefix` + its name (`model_config_list[0].config.` or `--`)."""
         name, base = config.get("name"), config.get("base_path")
         if not isinstance(name, str) or not name:
-            raise ValueError(f"{where}.config.name is required")
+            raise ValueError(f"{prefix}name is required")
         if not isinstance(base, str) or not base:
-            raise ValueError(f"{where}.config.base_path is required")
+            raise ValueError(f"{prefix}base_path is required")
         plugin = config.get("plugin_config", {})
         if isinstance(plugin, str):
             try:
                 plugin = json.loads(plugin)
             except ValueError as error:
-                raise ValueError(f"{where}.config.plugin_config is not valid JSON") from error
+                raise ValueError(f"{prefix}plugin_config is not valid JSON") from error
         if not isinstance(plugin, dict):
-            raise ValueError(f"{where}.config.plugin_config must be an object")
+            raise ValueError(f"{prefix}plugin_config must be an object")
         nireq = config.get("nireq", 0)
         if not isinstance(nireq, int) or nireq < 0:
-            raise ValueError(f"{where}.config.nireq must be a non-negative integer")
+            raise ValueError(f"{prefix}nireq must be a non-negative integer")
         try:
             policy = VersionPolicy.from_json(config.get("model_version_policy"))
+            preprocessing = Preprocessing.from_options(
+                **{key: config.get(key) for key in PREPROCESSING_KEYS}
+            )
         except ValueError as error:
-            raise ValueError(f"{where}.config.{error}") from error
-        batch = config.get("batch_size")
+            raise ValueError(f"{prefix}{error}") from error
+        batch, shape = config.get("batch_size"), config.get("shape")
+        if batch is not None and shape is not None:
+            logger.warning(
+                "model %s: both shape and batch_size are set; batch_size is ignored (as in OVMS)",
+                name,
+            )
         batching = DynamicBatchingConfig.from_json(
-            config.get("dynamic_batching"), f"{where}.config.dynamic_batching"
+            config.get("dynamic_batching"), f"{prefix}dynamic_batching"
         )
         return cls(
             name=name,
@@ -155,8 +185,8 @@ class ModelConfig:
             plugin_config=plugin,
             version_policy=policy,
             batch_size=None if batch is None else str(batch),
-            shape=config.get("shape"),
-            layout=config.get("layout"),
+            shape=shape,
+            preprocessing=preprocessing,
             dynamic_batching=batching,
         )
 
@@ -177,8 +207,9 @@ class Version:
 class VersionedModel:
     """See the module docstring."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, count_inferences: bool = False) -> None:
         self.config = config
+        self.count_inferences = count_inferences  # OVMS's inference metrics (model.py)
         self.name = config.name
         self.versions: dict[int, Version] = {}
         self._lock = asyncio.Lock()
@@ -191,14 +222,7 @@ class VersionedModel:
         return any(v.state is VersionState.AVAILABLE for v in self.versions.values())
 
     def on_disk(self) -> list[int]:
-        base = self.config.base_path
-        if not base.is_dir():
-            return []
-        return [
-            int(p.name)
-            for p in base.iterdir()
-            if p.is_dir() and p.name.isascii() and p.name.isdigit()
-        ]
+        return version_folders(self.config.base_path)
 
     async def refresh(self) -> bool:
         """Load newly selected versions, unload dropped ones; True if anything changed."""
@@ -238,14 +262,15 @@ class VersionedModel:
         model = OpenVINOModel(
             config.name,
             number,
-            config.base_path / str(number),
+            version_path(config.base_path, number),
             device=config.target_device,
             properties=config.plugin_config,
             nireq=config.nireq,
             batch_size=config.batch_size,
             shape=config.shape,
-            layout=config.layout,
+            preprocessing=config.preprocessing,
             dynamic_batching=config.dynamic_batching,
+            count_inferences=self.count_inferences,
         )
         started = time.perf_counter()
         try:

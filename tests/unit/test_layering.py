@@ -3,8 +3,9 @@
 graphruntime, the graph library, imports only the stdlib and protobuf, and names no module of the
 layers above it in a string it could import by; servables never import graphruntime, calculators
 or the application; calculators never import the application (graphrt) or aiohttp; nothing below
-the application imports it; and inside the application, folders import only their own layer and
-the layers below (APP_LAYERS).
+the application imports it; inside the application, folders import only their own layer and the
+layers below (APP_LAYERS); and pyovms, the name OVMS's Python-node scripts import, only
+re-exports servables' Tensor.
 """
 
 from __future__ import annotations
@@ -142,9 +143,24 @@ def test_calculators_do_not_import_the_application_layer() -> None:
             )
 
 
+def test_pyovms_is_only_the_name_scripts_import() -> None:
+    """pyovms, the module OVMS's Python-node scripts import, re-exports servables' Tensor; the
+    packages themselves use servables.python_model, never pyovms."""
+    for path in modules("pyovms"):
+        for name in imports_of(path):
+            assert name.startswith("servables.python_model"), (
+                f"{path.relative_to(ROOT)} imports {name}"
+            )
+    for package in ("graphruntime", "calculators", "servables", "graphrt"):
+        for path in modules(package):
+            assert "pyovms" not in {top(name) for name in imports_of(path)}, (
+                f"{path.relative_to(ROOT)} imports pyovms"
+            )
+
+
 # ------------------------------------------------------------------ runtime imports and cycles
 
-PACKAGES = ("graphruntime", "calculators", "servables", "graphrt")
+PACKAGES = ("graphruntime", "calculators", "servables", "graphrt", "pyovms")
 
 # graphruntime's core, bottom to top: a module may import (at run time) its own layer and the
 # layers below it, never one above. Imports needed only for annotations go under TYPE_CHECKING.

@@ -12,6 +12,7 @@ PACKAGES = [
     "graphrt",
     "calculators",
     "servables",
+    "pyovms",
     "benchmarks",
     "tools",
     "tests",
@@ -35,6 +36,13 @@ def test_ruff_lint_and_format() -> None:
 
 def test_mypy_strict() -> None:
     result = run(
-        "mypy", "graphruntime", "calculators", "servables", "graphrt", "benchmarks", "tools"
+        "mypy",
+        "graphruntime",
+        "calculators",
+        "servables",
+        "graphrt",
+        "pyovms",
+        "benchmarks",
+        "tools",
     )
     assert result.returncode == 0, result.stdout + result.stderr

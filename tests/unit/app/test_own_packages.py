@@ -1,4 +1,5 @@
-"""graphrt's top-level `calculators` and `servables` names: shadowing is reported, not obscure."""
+"""graphrt's top-level `calculators`, `servables` and `pyovms` names: shadowing is reported,
+not obscure."""
 
 from __future__ import annotations
 

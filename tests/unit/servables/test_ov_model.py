@@ -18,12 +18,11 @@ from servables.errors import (
     InvalidRequest,
     ModelNotFound,
     ServableError,
-    ServableLoadError,
     ServableNotReady,
 )
 from servables.ov_model import model as model_module
 from servables.ov_model import pass_batch, versions
-from servables.ov_model.model import OpenVINOModel, compile_properties, find_model_file
+from servables.ov_model.model import OpenVINOModel, compile_properties
 from servables.ov_model.versions import (
     ModelConfig,
     VersionedModel,
@@ -117,15 +116,6 @@ async def test_a_new_latest_version_replaces_the_old_only_once_it_works(tmp_path
     assert model.versions[1].state is VersionState.END
     x = np.ones((1, 3), np.float32)
     assert (await model.get().infer({"x": x}))["y"].tolist() == [[5.0, 5.0, 5.0]]
-
-
-def test_a_version_folder_holds_exactly_one_model(tmp_path: Path) -> None:
-    with pytest.raises(ServableLoadError, match="found none"):
-        find_model_file(tmp_path)
-    (tmp_path / "a.xml").write_text("")
-    (tmp_path / "b.xml").write_text("")
-    with pytest.raises(ServableLoadError, match=r"found a\.xml, b\.xml"):
-        find_model_file(tmp_path)
 
 
 def loaded(directory: Path, **options: Any) -> OpenVINOModel:

@@ -1,0 +1,1 @@
+"""OVMS's Python nodes without a graph: `pyovms.Tensor` and the host of a handler script."""
