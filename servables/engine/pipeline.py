@@ -164,6 +164,12 @@ def build_pipeline(spec: EngineSpec) -> Any:
     adapters = None
     if spec.gguf_weights != "genai":
         models_path = str(requantized_model_dir(Path(spec.models_path), spec.gguf_weights))
+        logger.info(
+            "%s: weights requantized to %s (gguf_weights), from %s",
+            spec.models_path,
+            spec.gguf_weights,
+            models_path,
+        )
     elif spec.adapter is None:
         models_path = str(openable_gguf(Path(spec.models_path)))
     else:  # a GGUF's graph with Hugging Face's layer names (made from a writable copy)
