@@ -223,6 +223,7 @@ def generated_graph(settings: ServerSettings, path: Path, models_path: str | Non
             pipeline_type=settings.pipeline_type,
             kv_cache_precision=settings.kv_cache_precision,
             plugin_config=plugin_config_of(settings),
+            gguf_weights=settings.gguf_weights,
             draft_models_path=settings.draft_source_model,
             max_tokens_limit=settings.max_tokens_limit,
             tool_parser=settings.tool_parser,

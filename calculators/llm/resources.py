@@ -15,7 +15,7 @@ from calculators.plugin_config import parse_plugin_config
 from graphruntime.validation import NodeSpec, ValidatedGraph
 from servables.errors import ServableLoadError
 from servables.llm.lora import LoadedAdapter, LoraAdapterSpec, check_alias, load_adapter
-from servables.llm.model_files import PipelineType, resolve_models_path
+from servables.llm.model_files import PipelineType, is_gguf, resolve_models_path
 from servables.llm.output_parsers import validate_parser_names
 from servables.llm.servable import LLMServable, LLMServableConfig
 
@@ -143,6 +143,24 @@ def _adapters(
     return tuple(adapters)
 
 
+def _gguf_weights(options: LLMCalculatorOptions, models_path: Path) -> str:
+    """The layout of a GGUF's weights: "genai" (the file's own) or a requantized one."""
+    layout = LLMCalculatorOptions.GgufWeights.Name(options.gguf_weights).lower()
+    if layout != "genai" and not is_gguf(models_path):
+        raise ServableLoadError(
+            f"gguf_weights: {layout.upper()} applies to a .gguf models_path, and "
+            f"{models_path} is a model directory (export it with the layout instead: "
+            "graphrt export --extra_quantization_params)",
+            param="gguf_weights",
+        )
+    if layout != "genai" and options.lora_adapters:
+        raise ServableLoadError(
+            f"gguf_weights: {layout.upper()} cannot be combined with lora_adapters",
+            param="gguf_weights",
+        )
+    return layout
+
+
 def servable_config(
     options: LLMCalculatorOptions, graph_dir: Path, name: str, log_level: int = logging.INFO
 ) -> LLMServableConfig:
@@ -150,6 +168,7 @@ def servable_config(
     if not options.HasField("models_path"):
         raise ServableLoadError("LLMCalculatorOptions.models_path is required", param="models_path")
     models_path = resolve_models_path(options.models_path, graph_dir)
+    gguf_weights = _gguf_weights(options, models_path)
     device = options.device or "CPU"
     properties = parse_plugin_config(options.plugin_config)
     tool_parser = options.tool_parser or None if options.HasField("tool_parser") else None
@@ -179,6 +198,7 @@ def servable_config(
         reasoning_parser=reasoning_parser,
         enable_tool_guided_generation=options.enable_tool_guided_generation,
         adapters=_adapters(options, graph_dir, name),
+        gguf_weights=gguf_weights,
     )
 
 

@@ -14,6 +14,7 @@ import os
 from graphrt.cli.classic import add_classic_model_arguments, model_options
 from graphrt.cli.options import (
     add_encoder_arguments,
+    add_gguf_weights_argument,
     add_media_arguments,
     load_user_code,
     media_flags,
@@ -93,6 +94,7 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         help="KV cache element type (engine default u8)",
     )
     serve.add_argument("--plugin_config", help="JSON object of OpenVINO properties")
+    add_gguf_weights_argument(serve)
     serve.add_argument("--draft_source_model", help="draft model path for speculative decoding")
     serve.add_argument(
         "--max_tokens_limit", type=int, help="upper limit for a request's max_tokens"
@@ -288,6 +290,7 @@ def settings_from(args: argparse.Namespace) -> ServerSettings:
         pipeline_type=args.pipeline_type,
         kv_cache_precision=args.kv_cache_precision,
         plugin_config=args.plugin_config,
+        gguf_weights=args.gguf_weights,
         draft_source_model=args.draft_source_model,
         max_tokens_limit=args.max_tokens_limit,
         graph_stats=args.graph_stats,

@@ -51,6 +51,7 @@ class ServerSettings:
     pipeline_type: str | None = None
     kv_cache_precision: str | None = None
     plugin_config: str | None = None
+    gguf_weights: str = "genai"  # a .gguf's weights: "genai" or a requantized layout
     draft_source_model: str | None = None
     max_tokens_limit: int | None = None
     # Watching graphs run: the live graph page, the profiler, OpenTelemetry traces.

@@ -18,6 +18,7 @@ from typing import Any
 from servables.engine.messages import EngineSpec
 from servables.errors import readable_message
 from servables.llm.gguf_lora import layer_names, named_model_dir
+from servables.llm.gguf_requantize import requantized_model_dir
 from servables.llm.lora import LoadedAdapter, check_targets, target_modules, tensor_names
 from servables.llm.model_files import openable_gguf
 
@@ -170,7 +171,15 @@ def build_pipeline(spec: EngineSpec) -> Any:
 
     properties = _properties(spec)
     adapters = None
-    if spec.adapter is None:
+    if spec.gguf_weights != "genai":
+        models_path = str(requantized_model_dir(Path(spec.models_path), spec.gguf_weights))
+        logger.info(
+            "%s: weights requantized to %s (gguf_weights), from %s",
+            spec.models_path,
+            spec.gguf_weights,
+            models_path,
+        )
+    elif spec.adapter is None:
         models_path = str(openable_gguf(Path(spec.models_path)))
     else:  # a GGUF's graph with Hugging Face's layer names (made from a writable copy)
         model_dir = named_model_dir(Path(spec.models_path))

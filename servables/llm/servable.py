@@ -124,6 +124,9 @@ class LLMServableConfig:
     enable_tool_guided_generation: bool = False
     # LoRA adapters, each served under its alias by an engine of its own (see `generate`).
     adapters: tuple[LoadedAdapter, ...] = ()
+    # A GGUF's weights as genai builds them ("genai") or requantized ("int4_channelwise",
+    # "int8_channelwise": servables/llm/gguf_requantize.py).
+    gguf_weights: str = "genai"
 
 
 class LLMServable:
@@ -163,6 +166,7 @@ class LLMServable:
             scheduler=dict(config.scheduler),
             draft=config.draft,
             log_level=config.log_level,
+            gguf_weights=config.gguf_weights,
         )
         self.engine = EngineClient(spec, config.name)
         if config.adapters and self.kind.vision:

@@ -468,3 +468,26 @@ def test_a_lora_alias_given_twice_fails_the_load(graph_dir: Path) -> None:
     entry = 'lora_adapters { alias: "a" path: "a.safetensors" } '
     with pytest.raises(ServableLoadError, match="'a' is used twice"):
         servable_config(options(entry * 2), graph_dir, "base")
+
+
+def test_gguf_weights_default_to_the_files_own(graph_dir: Path) -> None:
+    assert config(graph_dir).gguf_weights == "genai"
+
+
+@pytest.mark.parametrize("name", ["INT4_CHANNELWISE", "INT8_CHANNELWISE"])
+def test_gguf_weights_layout_reaches_the_servable(graph_dir: Path, name: str) -> None:
+    assert config(graph_dir, f"gguf_weights: {name}").gguf_weights == name.lower()
+
+
+def test_gguf_weights_need_a_gguf(graph_dir: Path) -> None:
+    (graph_dir / "ir").mkdir()
+    error = load_error(graph_dir, 'models_path: "ir" gguf_weights: INT4_CHANNELWISE')
+    assert error.param == "gguf_weights"
+    assert "applies to a .gguf models_path" in error.message
+
+
+def test_gguf_weights_and_lora_adapters_are_refused_together(graph_dir: Path) -> None:
+    text = 'gguf_weights: INT8_CHANNELWISE lora_adapters { alias: "a" path: "adapter" }'
+    error = load_error(graph_dir, text)
+    assert error.param == "gguf_weights"
+    assert "lora_adapters" in error.message
