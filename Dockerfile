@@ -46,10 +46,13 @@ COPY deploy/docker/healthcheck.py /opt/graphrt/healthcheck.py
 FROM ${BASE_IMAGE}
 
 # A fixed numeric user, so Kubernetes' runAsNonRoot can verify it.
+# /opt/cache turns OpenVINO's compiled-model cache on (--cache_dir's default when it exists and
+# is writable, as in OVMS, whose image leaves it to a mount); mount a volume there to keep it.
 RUN groupadd --gid 1000 graphrt \
     && useradd --uid 1000 --gid 1000 --no-log-init --create-home --home-dir /home/graphrt \
         --shell /usr/sbin/nologin graphrt \
-    && mkdir -p /models
+    && mkdir -p /models /opt/cache \
+    && chown 1000:1000 /opt/cache
 
 # The code stays root's; only the cache (models, converted tokenizers) is the server's to write.
 # COPY keeps file times (whole seconds), so the baked tokenizer IR is found at start.

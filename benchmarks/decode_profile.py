@@ -1,12 +1,12 @@
 """Where one decoded token's time goes inside OpenVINO: per-operation times of the model's graph.
 
 Runs the GGUF's graph as openvino-genai builds it (saved once to an IR by the same code the LoRA
-support uses, servables/llm/gguf_lora.py), stateful, one token at a time after a short prompt,
-compiled with `PERF_COUNT` and the properties given, and prints the median step time, the sum
-of the operations' times by operation type, and the slowest operations with the kernel each ran
-(`exec_type`). It answers what no engine setting can: whether a step is bound by the matrix
-multiplications' kernels (`FullyConnectedCompressed` and its `brgemm_*` implementation) or by
-everything around them.
+support uses, servables/llm/gguf_lora.py), or a model directory's (an IR export), stateful, one
+token at a time after a short prompt, compiled with `PERF_COUNT` and the properties given, and
+prints the median step time, the sum of the operations' times by operation type, and the slowest
+operations with the kernel each ran (`exec_type`). It answers what no engine setting can:
+whether a step is bound by the matrix multiplications' kernels (`FullyConnectedCompressed` and
+its `brgemm_*` implementation) or by everything around them.
 
     python benchmarks/decode_profile.py [--model PATH.gguf] [--steps 100]
         [--property NAME=VALUE ...] [--top 10]
@@ -26,6 +26,9 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from host import describe
+from llama1b_fixture import resolve
 
 WARMUP_STEPS = 10
 PROMPT = [1, 504, 3, 2000, 33, 77, 123, 900]
@@ -73,19 +76,27 @@ def profile(model_xml: Path, properties: dict[str, Any], steps: int) -> dict[str
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--model", type=Path, help="a GGUF file (default: the served default)")
+    parser.add_argument(
+        "--model",
+        help="a GGUF, a model directory, or a 1B-fixture FORMAT[+LAYOUT] (benchmarks/"
+        "llama1b_fixture.py; default: the served default)",
+    )
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--property", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--top", type=int, default=10)
     args = parser.parse_args(argv)
-    from servables.llm.gguf_lora import MODEL_XML, named_model_dir
+    from servables.llm.gguf_graph import MODEL_XML
+    from servables.llm.gguf_lora import named_model_dir
 
     if args.model is None:
         from graphrt.serving.default_model import default_model_path
 
-        args.model = default_model_path()
-    model_xml = named_model_dir(args.model) / MODEL_XML
+        model = default_model_path()
+    else:
+        model = resolve(args.model)
+    model_xml = named_model_dir(model) / MODEL_XML  # a directory is used as it is
     properties = dict(item.split("=", 1) for item in args.property)
+    print(describe(properties), flush=True)
     found = profile(model_xml, properties, max(args.steps, WARMUP_STEPS + 1))
     total = sum(found["by_type"].values())
     print(f"model graph: {model_xml}; properties {properties or '{}'}")

@@ -9,11 +9,16 @@ variant's median TTFT and TPOT (time per output token after the first) and the T
 the first variant. Only one pipeline runs at a time; idle ones cost nothing.
 
     python benchmarks/engine_options.py [--model PATH.gguf] [--rounds 8] [--max-tokens 128]
-        [--variant NAME=JSON[@MODEL_DIR] ...] [--stateful NAME=JSON[@MODEL_DIR] ...]
+        [--variant NAME=JSON[@MODEL] ...] [--stateful NAME=JSON[@MODEL] ...] [--llama1b]
 
 With no --variant, the settings measured in docs/performance.md run: the server's pipeline,
 PERFORMANCE_HINT LATENCY and THROUGHPUT, KV_CACHE_PRECISION f32,
-DYNAMIC_QUANTIZATION_GROUP_SIZE 0, one inference thread and the stateful pipeline.
+DYNAMIC_QUANTIZATION_GROUP_SIZE 0, one inference thread and the stateful pipeline. With
+`--llama1b`, the weight layouts of the 1B-class fixture (benchmarks/llama1b_fixture.py) run
+instead: genai's graph of its Q4_0, Q4_1 and Q4_K_M GGUFs, those requantized by `gguf_weights`,
+and its int4 IR exports. A MODEL is a path or a fixture format, `+LAYOUT` for a GGUF's weights
+in a gguf_weights layout (e.g. `Q4_K_M+int4_channelwise`). The CPU, its features and OpenVINO's
+settings are printed first, the load average before every round.
 """
 
 from __future__ import annotations
@@ -30,6 +35,10 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from host import describe, load
+from llama1b_fixture import resolve
+
 DEFAULT_MODEL = Path.home() / ".cache/graphrt-tests/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 PROMPT = [{"role": "user", "content": "Explain the difference between a process and a thread."}]
 DEFAULT_VARIANTS = [
@@ -40,6 +49,17 @@ DEFAULT_VARIANTS = [
     ("dq_off", '{"DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}', False),
     ("one_thread", '{"INFERENCE_NUM_THREADS": 1}', False),
     ("stateful", "{}", True),
+]
+LLAMA1B_VARIANTS = [
+    ("gguf-Q4_0", "Q4_0"),
+    ("gguf-Q4_1", "Q4_1"),
+    ("gguf-Q4_K_M", "Q4_K_M"),
+    ("Q4_0+int4cw", "Q4_0+int4_channelwise"),
+    ("Q4_K_M+int4cw", "Q4_K_M+int4_channelwise"),
+    ("Q4_K_M+int8cw", "Q4_K_M+int8_channelwise"),
+    ("ir-int4-sym-cw-all", "ir-int4-sym-cw-all"),
+    ("ir-int4-sym-g128", "ir-int4-sym-g128"),
+    ("ir-int4-asym-g128", "ir-int4-asym-g128"),
 ]
 
 
@@ -53,13 +73,15 @@ class Variant:
 
 
 def parse_variant(text: str, model: Path, stateful: bool) -> Variant:
-    """NAME=JSON[@MODEL_DIR]: OpenVINO properties, on another model if given."""
+    """NAME=JSON[@MODEL]: OpenVINO properties, on another model if given."""
     name, _, rest = text.partition("=")
     properties, _, other = rest.partition("@")
-    return Variant(name, json.loads(properties or "{}"), Path(other) if other else model, stateful)
+    return Variant(
+        name, json.loads(properties or "{}"), resolve(other) if other else model, stateful
+    )
 
 
-def load(variant: Variant) -> Any:
+def build(variant: Variant) -> Any:
     import openvino_genai as genai
 
     if variant.stateful:
@@ -117,17 +139,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--variant", action="append", default=[], help="NAME=JSON[@MODEL_DIR]")
-    parser.add_argument("--stateful", action="append", default=[], help="NAME=JSON[@MODEL_DIR]")
+    parser.add_argument("--stateful", action="append", default=[], help="NAME=JSON[@MODEL]")
+    parser.add_argument("--llama1b", action="store_true", help="the 1B fixture's weight layouts")
     args = parser.parse_args(argv)
     variants = [parse_variant(v, args.model, False) for v in args.variant]
     variants += [parse_variant(v, args.model, True) for v in args.stateful]
+    if args.llama1b:
+        variants += [Variant(name, {}, resolve(model), False) for name, model in LLAMA1B_VARIANTS]
     if not variants:
         variants = [
             Variant(name, json.loads(props), args.model, stateful)
             for name, props, stateful in DEFAULT_VARIANTS
         ]
+    print(describe(), flush=True)
     for variant in variants:
-        variant.pipeline = load(variant)
+        print(f"{variant.name}: {variant.model} {json.dumps(variant.properties)}", flush=True)
+        variant.pipeline = build(variant)
     first = variants[0].pipeline
     tokenizer = first.get_tokenizer()
     text = tokenizer.apply_chat_template(PROMPT, add_generation_prompt=True)
@@ -136,6 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         decode(variant, ids, 8)
     results: dict[str, list[tuple[float, float]]] = {v.name: [] for v in variants}
     for round_index in range(args.rounds):
+        print(f"round {round_index + 1}: load average {load()}", flush=True)
         order = variants if round_index % 2 == 0 else variants[::-1]
         for variant in order:
             results[variant.name].append(decode(variant, ids, args.max_tokens))

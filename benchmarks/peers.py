@@ -6,20 +6,25 @@ round, the order flipped every round so neither always runs second. Each side ge
 benchmarks/serving.py: a closed loop of streaming chat completions (greedy, `ignore_eos`,
 `max_tokens` tokens, usage from the final chunk), and the same vLLM-style metrics.
 
-llama-server is llama.cpp's own C++ server (tools/server). It is not on PyPI as a program, so
-`--build-llama-server` builds it from the llama.cpp sources vendored in llama-cpp-python's sdist
-(a registry package: `pip download --no-binary :all: llama-cpp-python`), with GGML_NATIVE for
-this CPU, into ~/.cache/graphrt-bench (once). It gets `-np` slots for the highest level (each
-with `--ctx-per-slot` tokens), `-t` threads (default: every core, as graphrt's engine) and its
-default continuous batching.
+llama-server is llama.cpp's own C++ server (tools/server), built once from the llama.cpp sources
+vendored in llama-cpp-python's sdist with GGML_NATIVE for this CPU (benchmarks/llama_cpp.py). It
+gets `-np` slots for the highest level (each with `--ctx-per-slot` tokens), `-t` threads
+(default: every core, as graphrt's engine) and its default continuous batching.
+
+The model is SmolLM2-135M Q4_1 by default, or the 1B-class fixture (benchmarks/llama1b_fixture.py)
+by its format's name: `--model Q4_K_M` puts both servers on that GGUF (add
+`--graphrt-flag=--gguf_weights=int4_channelwise` for graphrt's requantized layout);
+`--graphrt-model ir-int4-sym-cw-all` gives graphrt an IR export of the same model, so each
+engine runs its best layout. The CPU, its features and OpenVINO's settings are printed first, the
+load average before every run.
 
 Prints per level and side: output tok/s, TTFT p50, TPOT p50 and ITL p50, then the ratios
 graphrt / llama.cpp (throughput: higher is better for graphrt; latencies: lower is), medians
-over rounds, next to the issue's targets (>= 1.0x at one stream, >= 1.5x at 8 and 32).
+over rounds, next to the issues' targets (>= 1.0x at one stream, >= 2x at 8, >= 1.5x at 32).
 
-    python benchmarks/peers.py [--model PATH.gguf] [--llama-server PATH | --build-llama-server]
-        [--concurrency 1 8 32] [--num-prompts N] [--max-tokens 128] [--rounds 3]
-        [--threads N] [--graphrt-flag=--plugin_config=... ...] [--json out.json]
+    python benchmarks/peers.py [--model PATH.gguf|FORMAT] [--graphrt-model PATH|FORMAT[+LAYOUT]]
+        [--llama-server PATH] [--concurrency 1 8 32] [--num-prompts N] [--max-tokens 128]
+        [--rounds 3] [--threads N] [--graphrt-flag=--plugin_config=... ...] [--json out.json]
 """
 
 from __future__ import annotations
@@ -28,19 +33,18 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tarfile
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serving import (  # benchmarks/ is not a package
+from host import describe, load  # benchmarks/ is not a package
+from llama1b_fixture import resolve
+from llama_cpp import program
+from serving import (
     CHAT_PATH,
     PROMPTS,
     WARMUP_TOKENS,
@@ -51,57 +55,11 @@ from serving import (  # benchmarks/ is not a package
     summarize,
 )
 
-BENCH_CACHE = Path.home() / ".cache" / "graphrt-bench"
-DEFAULT_MODEL = Path.home() / ".cache" / "graphrt-tests" / "models"
-MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 NAME = "smollm2"
-TARGETS = {1: 1.0, 8: 1.5, 32: 1.5}  # graphrt / llama.cpp output tok/s (issue 29)
+TARGETS = {1: 1.0, 8: 2.0, 32: 1.5}  # graphrt / llama.cpp output tok/s (issues 29 and 40)
 
 
 # ------------------------------------------------------------------------------ llama-server
-
-
-def build_llama_server() -> Path:
-    """llama-server from llama-cpp-python's sdist (vendored llama.cpp), built once here."""
-    binary = BENCH_CACHE / "llama-server"
-    if binary.is_file():
-        return binary
-    work = Path(tempfile.mkdtemp(prefix="llama-cpp-", dir=BENCH_CACHE.parent))
-    try:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "-q",
-                "--no-binary",
-                ":all:",
-                "--no-deps",
-                "llama-cpp-python",
-                "-d",
-                str(work),
-            ],
-            check=True,
-        )
-        (archive,) = work.glob("llama_cpp_python-*.tar.gz")
-        with tarfile.open(archive) as tar:
-            tar.extractall(work, filter="data")
-        (source,) = work.glob("llama_cpp_python-*/vendor/llama.cpp")
-        build = source / "build"
-        options = ["-DLLAMA_CURL=OFF", "-DGGML_NATIVE=ON", "-DCMAKE_BUILD_TYPE=Release"]
-        options += ["-DBUILD_SHARED_LIBS=OFF"]  # one binary, kept after the sources go
-        options += ["-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF"]
-        subprocess.run(["cmake", "-S", str(source), "-B", str(build), *options], check=True)
-        jobs = str(os.cpu_count() or 2)
-        subprocess.run(
-            ["cmake", "--build", str(build), "--target", "llama-server", "-j", jobs], check=True
-        )
-        BENCH_CACHE.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(build / "bin" / "llama-server", binary)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return binary
 
 
 class LlamaServer(BackgroundServer):
@@ -208,14 +166,13 @@ def print_table(pairs: Sequence[Pair], levels: Sequence[int]) -> dict[str, Any]:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", type=Path, default=DEFAULT_MODEL / MODEL_FILE)
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument("--llama-server", type=Path, help="a llama-server binary")
-    where.add_argument(
-        "--build-llama-server",
-        action="store_true",
-        help="build llama-server from llama-cpp-python's sdist (once, into ~/.cache/graphrt-bench)",
+    parser.add_argument(
+        "--model", help="a GGUF, or a format of the 1B fixture (default: SmolLM2-135M Q4_1)"
     )
+    parser.add_argument(
+        "--graphrt-model", help="graphrt's model if not --model: a path or FORMAT[+LAYOUT]"
+    )
+    parser.add_argument("--llama-server", type=Path, help="a llama-server binary")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument(
         "--num-prompts", type=int, help="per level (default: 2 x concurrency, >= 8)"
@@ -236,15 +193,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    binary = args.llama_server or (
-        build_llama_server() if args.build_llama_server else BENCH_CACHE / "llama-server"
-    )
-    if not binary.is_file():
-        print(f"no llama-server at {binary}: pass --build-llama-server", file=sys.stderr)
-        return 2
+    binary = args.llama_server or program("llama-server")
+    if args.model is None:
+        from graphrt.serving.default_model import default_model_path
+
+        model = default_model_path()
+    else:
+        model = resolve(args.model)
+    graphrt_model = resolve(args.graphrt_model) if args.graphrt_model else model
+    print(describe(), flush=True)
+    print(f"llama-server: {model}\ngraphrt serve: {graphrt_model} {' '.join(args.graphrt_flag)}")
     levels = sorted(set(args.concurrency))
-    graphrt = ServerProcess(args.model, NAME, args.graphrt_flag)
-    llama = LlamaServer(binary, args.model, max(levels), args.ctx_per_slot, args.threads)
+    graphrt = ServerProcess(graphrt_model, NAME, args.graphrt_flag)
+    llama = LlamaServer(binary, model, max(levels), args.ctx_per_slot, args.threads)
     pairs: list[Pair] = []
     try:
         graphrt.wait_ready()
@@ -261,6 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 order = ["graphrt", "llama"] if round_index % 2 == 0 else ["llama", "graphrt"]
                 measured: dict[str, LevelMetrics] = {}
                 for side in order:
+                    before = load()
                     measured[side] = asyncio.run(
                         drive(*sides[side], level, prompts, args.max_tokens)
                     )
@@ -268,8 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(
                         f"round {round_index + 1} level {level} {side:>7}: "
                         f"{m.output_throughput:7.1f} tok/s, TTFT p50 {m.median_ttft_ms:7.1f} ms, "
-                        f"TPOT p50 {m.median_tpot_ms:6.2f} ms, failed {m.failed}"
-                        + (f" ({m.errors[0]})" if m.errors else ""),
+                        f"TPOT p50 {m.median_tpot_ms:6.2f} ms, failed {m.failed}, load before "
+                        f"{before}" + (f" ({m.errors[0]})" if m.errors else ""),
                         flush=True,
                     )
                 pairs.append(Pair(level, round_index, measured["graphrt"], measured["llama"]))

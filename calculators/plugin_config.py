@@ -1,5 +1,6 @@
 """A node option every OpenVINO-backed calculator has: `plugin_config`, a JSON object of
-OpenVINO properties (OVMS's), read once here for the LLM, embeddings and rerank factories."""
+OpenVINO properties (OVMS's), read once here for every factory, with the server's defaults
+(`--cache_dir`: servables.openvino_defaults) where the graph does not set its own."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import json
 from typing import Any
 
 from servables.errors import ServableLoadError
+from servables.openvino_defaults import with_defaults
 
 
 def parse_plugin_config(text: str) -> dict[str, Any]:
-    """plugin_config (a JSON object of OpenVINO properties) as a dict; "" or blanks give {}."""
+    """plugin_config (a JSON object of OpenVINO properties) as a dict, with the server's
+    defaults; "" or blanks give the defaults alone."""
     if not text.strip():
-        return {}
+        return with_defaults({})
     try:
         parsed = json.loads(text)
     except ValueError as error:
@@ -21,4 +24,4 @@ def parse_plugin_config(text: str) -> dict[str, Any]:
         ) from error
     if not isinstance(parsed, dict):
         raise ServableLoadError("plugin_config must be a JSON object", param="plugin_config")
-    return parsed
+    return with_defaults(parsed)

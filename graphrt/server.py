@@ -71,6 +71,7 @@ from graphrt.serving.model_repository import (
 from graphrt.serving.monitoring import Monitoring
 from graphrt.serving.policy import ServingPolicy
 from graphrt.serving.settings import ServerSettings
+from servables import openvino_defaults
 from servables.audio.codec import AudioLimits
 from servables.media.sources import MediaPolicy
 from servables.ov_model.model_files import is_classic_model, loose_model_files
@@ -241,6 +242,7 @@ def generated_graph(settings: ServerSettings, path: Path, models_path: str | Non
             pipeline_type=settings.pipeline_type,
             kv_cache_precision=settings.kv_cache_precision,
             plugin_config=plugin_config_of(settings),
+            gguf_weights=settings.gguf_weights,
             draft_models_path=settings.draft_source_model,
             max_tokens_limit=settings.max_tokens_limit,
             tool_parser=settings.tool_parser,
@@ -370,6 +372,11 @@ async def load_models(
 async def serve(settings: ServerSettings, fetching: ModelFetch | None = None) -> int:
     """Serve until SIGINT/SIGTERM (0), or until the model pulled at start fails (1)."""
     loop = asyncio.get_running_loop()
+    openvino_defaults.configure(settings.openvino)  # before any model loads
+    if settings.openvino.cache_dir is not None:
+        logger.info("Model cache is enabled: %s", settings.openvino.cache_dir)
+    if settings.openvino.cpu_extension is not None:
+        logger.info("CPU extension for model_config_list: %s", settings.openvino.cpu_extension)
     definitions: list[ServableDefinition] = []
     config_path = None
     if fetching is None:
@@ -434,6 +441,7 @@ async def serve(settings: ServerSettings, fetching: ModelFetch | None = None) ->
             settings.port,
             settings.max_request_size,
             [tracing.grpc_interceptor()] if tracing else [],
+            settings.grpc,
         )
         logger.info(
             "gRPC server (KServe v2) listening on %s:%d", settings.grpc_bind_address, settings.port

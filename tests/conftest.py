@@ -50,8 +50,9 @@ def smollm2_tokenizer(smollm2_gguf: Path) -> Any:
 TINY_LLM = {"width": 64, "layers": 2, "heads": 4, "kv_heads": 2, "ffn": 128, "seed": 0}
 
 
-def build_tiny_llm(source: Path, target: Path) -> None:
-    """Write the tiny llama to `target`, with the tokenizer and general fields of `source`."""
+def build_tiny_llm(source: Path, target: Path, quantization: str | None = None) -> None:
+    """Write the tiny llama to `target`, with the tokenizer and general fields of `source`;
+    `quantization` (a gguf-py type name, e.g. Q4_0): its matrices in that type, else float16."""
     gguf = importlib.import_module("gguf")  # llama.cpp's GGUF reader/writer (test extra)
     np = importlib.import_module("numpy")
     reader = gguf.GGUFReader(str(source))
@@ -84,8 +85,13 @@ def build_tiny_llm(source: Path, target: Path) -> None:
     random = np.random.default_rng(TINY_LLM["seed"])
 
     def weights(name: str, shape: tuple[int, ...], scale: float = 0.02) -> None:
-        # openvino-genai's GGUF reader takes float16 (not float32) matrices.
-        writer.add_tensor(name, (random.standard_normal(shape) * scale).astype(np.float16))
+        values = random.standard_normal(shape) * scale
+        if quantization is None:  # genai's GGUF reader takes float16 (not float32) matrices
+            writer.add_tensor(name, values.astype(np.float16))
+            return
+        kind = gguf.GGMLQuantizationType[quantization]
+        blocks = gguf.quants.quantize(values.astype(np.float32), kind)
+        writer.add_tensor(name, blocks, raw_dtype=kind)  # the shape of its bytes
 
     weights("token_embd.weight", (vocabulary, width), 1.0)
     for layer in range(TINY_LLM["layers"]):
@@ -107,18 +113,30 @@ def build_tiny_llm(source: Path, target: Path) -> None:
     writer.close()
 
 
-@pytest.fixture(scope="session")
-def tiny_llm_gguf(smollm2_gguf: Path) -> Path:
+def tiny_llm(smollm2_gguf: Path, quantization: str | None = None) -> Path:
     """The tiny random llama (see TINY_LLM), built once per machine into the test cache."""
-    key = hashlib.sha256(
-        json.dumps([TINY_LLM, smollm2_gguf.name, smollm2_gguf.stat().st_size]).encode()
-    ).hexdigest()[:16]
+    recipe: list[Any] = [TINY_LLM, smollm2_gguf.name, smollm2_gguf.stat().st_size]
+    if quantization is not None:
+        recipe.append(quantization)
+    key = hashlib.sha256(json.dumps(recipe).encode()).hexdigest()[:16]
     target = model_cache_dir() / "models" / f"tiny-llm-{key}.gguf"
     if not target.is_file():
         partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
-        build_tiny_llm(smollm2_gguf, partial)
+        build_tiny_llm(smollm2_gguf, partial, quantization)
         os.replace(partial, target)  # atomic: a concurrent session sees all of it or nothing
     return target
+
+
+@pytest.fixture(scope="session")
+def tiny_llm_gguf(smollm2_gguf: Path) -> Path:
+    """The tiny random llama, float16."""
+    return tiny_llm(smollm2_gguf)
+
+
+@pytest.fixture(scope="session")
+def tiny_llm_q4_0_gguf(smollm2_gguf: Path) -> Path:
+    """The tiny random llama with Q4_0 matrices (blocks of 32 4-bit codes and a scale)."""
+    return tiny_llm(smollm2_gguf, "Q4_0")
 
 
 @pytest.fixture(scope="session")

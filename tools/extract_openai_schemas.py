@@ -61,7 +61,14 @@ SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "depen
 # Keywords whose value is data, not a schema.
 DATA_KEYWORDS = ("enum", "const", "default", "required", "discriminator", "format", "type")
 ANNOTATIONS = ("description", "example", "examples", "title", "$comment")
-REQUEST_ROOTS = ("CreateChatCompletionRequest", "CreateCompletionRequest", "CreateEmbeddingRequest")
+REQUEST_ROOTS = (
+    "CreateChatCompletionRequest",
+    "CreateCompletionRequest",
+    "CreateEmbeddingRequest",
+    "CreateImageEditRequest",
+    "CreateTranscriptionRequest",
+    "CreateTranslationRequest",
+)
 REQUESTS_OUT = ROOT / "tests" / "fixtures" / "openai_request_schemas.json"
 MAX_ITEMS, MAX_LENGTH, MAX_FREE_PROPERTIES = 2, 24, 2
 

@@ -29,10 +29,11 @@ def dumps(value: Any) -> bytes:
 
 @dataclass(frozen=True)
 class JsonReply:
-    """One JSON body."""
+    """One JSON body, and response headers of its own (X-Voice)."""
 
     body: Any
     status: int = 200
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -66,15 +67,24 @@ DONE = SseEvent(done=True)
 
 @dataclass(frozen=True)
 class SseEvents:
-    """The events of one step of a stream, in order (maybe none: a step with nothing to say)."""
+    """The events of one step of a stream, in order (maybe none: a step with nothing to say).
+    `headers`: response headers of the stream's own (X-Voice), which only its first step can
+    send (they go out before any event)."""
 
     events: tuple[SseEvent, ...]
+    headers: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, data: Iterable[Any], *, done: bool = False) -> SseEvents:
+    def of(
+        cls,
+        data: Iterable[Any],
+        *,
+        done: bool = False,
+        headers: Mapping[str, str] | None = None,
+    ) -> SseEvents:
         """Events of plain JSON values, then `[DONE]` when `done`."""
         events = tuple(SseEvent(value) for value in data)
-        return cls((*events, DONE) if done else events)
+        return cls((*events, DONE) if done else events, dict(headers or {}))
 
     def encode(self) -> bytes:
         return b"".join(event.encode() for event in self.events)
@@ -83,7 +93,7 @@ class SseEvents:
         return bool(self.events)
 
     def __add__(self, other: SseEvents) -> SseEvents:
-        return SseEvents(self.events + other.events)
+        return SseEvents(self.events + other.events, {**other.headers, **self.headers})
 
 
 Reply = JsonReply | SseEvents | HttpReply | bytes

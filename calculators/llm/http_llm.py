@@ -34,7 +34,7 @@ stream the same way at the HTTP route (graphrt/http/stream_endings.py).
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import ClassVar
 
@@ -48,25 +48,15 @@ from calculators.llm.resources import build_llm_servable
 from calculators.node_resources import node_servable
 from graphruntime import CalculatorContext, CalculatorContract, register_calculator
 from graphruntime.resources import ResourceFactory
-from servables.errors import InvalidRequest, ServableError, readable_message
-from servables.llm.choices import GenerationEvent
-from servables.llm.output_parsers import ParsedDelta, ToolCall
-from servables.llm.output_parsers.base import assemble
+from servables.errors import ServableError
 from servables.llm.servable import LLMServable
-from servables.openai.protocol import Endpoint, GenerationRequest, parse_request
-from servables.openai.responses import (
-    Choice,
-    ResponseBuilder,
-    TokenLogprob,
-    error_body,
+from servables.openai.generation_answer import (
+    RESPONSE_ENDS,
+    GenerationAnswer,
+    StreamStep,
+    generation_answer,
 )
-from servables.openai.responses_api import (
-    ResponseEnvelope,
-    ResponsesStream,
-    parse_responses_request,
-    response_object,
-    unary_output,
-)
+from servables.openai.protocol import Endpoint
 from servables.openai.tokenize import tokenize_reply
 
 logger = logging.getLogger(__name__)
@@ -74,13 +64,12 @@ logger = logging.getLogger(__name__)
 RESOURCES = "LLM_NODE_RESOURCES"
 EXECUTION_CONTEXTS = "LLM_NODE_EXECUTION_CONTEXTS"
 APIS = (Api.CHAT, Api.COMPLETIONS, Api.RESPONSES, Api.TOKENIZE)
-# Events that end a Response: its stream has no [DONE].
-_RESPONSE_ENDS = frozenset({"response.completed", "response.incomplete", "response.failed"})
-
-
-def _response_event(event: dict[str, object]) -> SseEvent:
-    """A Responses event: OpenAI names it on an `event:` line and repeats it in the data."""
-    return SseEvent(event, event=str(event["type"]))
+# The protocol's endpoint of each generative API (None: the Responses API).
+ENDPOINTS: dict[Api, Endpoint | None] = {
+    Api.CHAT: "chat",
+    Api.COMPLETIONS: "completions",
+    Api.RESPONSES: None,
+}
 
 
 @register_calculator
@@ -104,121 +93,38 @@ class HttpLLMCalculator(HttpStreamCalculator):
         self.media = cc.service(MEDIA_POLICY) if cc.has_service(MEDIA_POLICY) else None
 
     def is_last(self, reply: Reply) -> bool:
-        if isinstance(reply, SseEvents) and reply.events:
-            last = reply.events[-1]
-            if last.event in _RESPONSE_ENDS:
-                return True
-        return super().is_last(reply)
+        events = reply.events if isinstance(reply, SseEvents) else ()
+        return (bool(events) and events[-1].event in RESPONSE_ENDS) or super().is_last(reply)
 
     async def replies(self, payload: HttpPayload) -> AsyncGenerator[Reply, None]:
         api = expect_api(payload.uri, "an LLM", *APIS)
+        body = request_body(payload)
         if api is Api.TOKENIZE:
-            body = request_body(payload)
-            yield JsonReply(
-                await tokenize_reply(self.servable.tokenize, body, self.servable.max_length)
-            )
+            servable = self.servable
+            yield JsonReply(await tokenize_reply(servable.tokenize, body, servable.max_length))
             return
-        responses: ResponsesStream | None = None
-        envelope: ResponseEnvelope | None = None
-        if api is Api.RESPONSES:
-            parsed = parse_responses_request(request_body(payload), self.servable.limits)
-            request = parsed.generation
-            request.ignored_fields = parsed.ignored_fields
-            envelope = ResponseEnvelope(request.model, parsed.echo)
-            if request.stream:
-                responses = ResponsesStream(envelope, self._count_tokens)
-            endpoint: Endpoint = "chat"
-        else:
-            endpoint = "chat" if api is Api.CHAT else "completions"
-            request = parse_request(request_body(payload), endpoint, self.servable.limits)
-        if request.ignored_fields:
-            logger.debug("ignoring request fields: %s", ", ".join(request.ignored_fields))
-        builder = ResponseBuilder(
-            endpoint,
-            request.model,
-            include_usage=request.include_usage,
-            top_logprobs=request.sampling.top_logprobs,
-        )
-        async with aclosing(self.servable.generate(request, self.media)) as events:
-            if not request.stream:
-                yield JsonReply(await self._unary(events, request, builder, envelope))
+        limits, count = self.servable.limits, self._count_tokens
+        answer = generation_answer(body, ENDPOINTS[api], limits, count)
+        async with aclosing(self.servable.generate(answer.request, self.media)) as events:
+            if not answer.request.stream:
+                yield JsonReply(await answer.unary(events))
                 return
-            stream = _Stream(builder, responses)
-            if responses is not None:
+            if answer.names_events:
                 # The request is taken: say so now, not after the first engine step.
-                yield SseEvents(tuple(map(_response_event, responses.start())))
+                yield _events(answer, answer.start())
             while True:
                 try:
                     event = await anext(events)
                 except StopAsyncIteration:
-                    if responses is None:  # a Responses stream ends with its last event
-                        yield SseEvents((DONE,))
+                    if step := _events(answer, answer.exhausted()):
+                        yield step
                     return
                 except ServableError as error:
                     if self.timestamp == 0:
                         raise  # nothing sent yet: the server answers with a proper error status
-                    yield stream.failure(error)
+                    yield _events(answer, answer.failure(error))
                     return
-                yield stream.step(event)
-
-    async def _unary(
-        self,
-        events: AsyncIterator[GenerationEvent],
-        request: GenerationRequest,
-        builder: ResponseBuilder,
-        envelope: ResponseEnvelope | None,
-    ) -> dict[str, object]:
-        parts: dict[int, list[ParsedDelta]] = {}
-        logprobs: dict[int, list[TokenLogprob]] = {}
-        reasons: dict[int, str] = {}
-        prefix = ""
-        prefix_scored = False
-        usage = None
-        verbose = None
-        async for event in events:
-            verbose = event.verbose or verbose
-            for update in event.updates:
-                prefix = prefix or update.prefix
-                prefix_scored = prefix_scored or update.prefix_scored
-                parts.setdefault(update.index, []).append(
-                    ParsedDelta(update.text, update.reasoning, update.tool_calls)
-                )
-                if update.logprobs:
-                    logprobs.setdefault(update.index, []).extend(update.logprobs)
-                if update.finish_reason:
-                    reasons[update.index] = update.finish_reason
-            usage = event.usage or usage
-        assert usage is not None
-        if envelope is not None:  # Responses API: one choice, as output items
-            parsed = assemble(parts.get(0, []))
-            incomplete = reasons.get(0) == "length"
-            return response_object(
-                envelope,
-                "incomplete" if incomplete else "completed",
-                unary_output(parsed, incomplete),
-                usage,
-                incomplete=incomplete,
-                reasoning_tokens=self._count_tokens(parsed.reasoning or ""),
-            )
-        choices = []
-        for index in range(request.sampling.n):
-            parsed = assemble(parts.get(index, []))
-            calls: list[ToolCall] = parsed.tool_calls
-            choices.append(
-                Choice(
-                    index,
-                    # OpenAI: content is null only when the reply is tool calls alone.
-                    parsed.content if parsed.content is not None or calls else "",
-                    reasons.get(index, "stop"),
-                    logprobs.get(index, []) if request.sampling.logprobs else None,
-                    parsed.reasoning,
-                    calls,
-                )
-            )
-        body = builder.unary(choices, usage, prefix, prefix_scored)
-        if verbose is not None:
-            body["__verbose"] = verbose
-        return body
+                yield _events(answer, answer.step(event))
 
     def _count_tokens(self, text: str) -> int:
         """Tokens of `text` by the model's tokenizer (the reasoning part of the output)."""
@@ -232,70 +138,10 @@ class HttpLLMCalculator(HttpStreamCalculator):
             return 0
 
 
-class _Stream:
-    """The events of one streamed generation, step by step: chat/completions chunks, or the
-    Responses API's events."""
-
-    def __init__(self, builder: ResponseBuilder, responses: ResponsesStream | None) -> None:
-        self.builder = builder
-        self.responses = responses
-        self.announced: set[int] = set()
-
-    def failure(self, error: ServableError) -> SseEvents:
-        """How the stream ends when the engine fails after it started: chat/completions' error
-        frame and [DONE], or `response.failed`."""
-        message = readable_message(error.message)
-        invalid = isinstance(error, InvalidRequest)
-        if self.responses is not None:
-            failed = self.responses.fail(message, "invalid_prompt" if invalid else "server_error")
-            return SseEvents(tuple(map(_response_event, failed)))
-        kind = "invalid_request_error" if invalid else "server_error"
-        return SseEvents((SseEvent(error_body(message, kind, error.param)), DONE))
-
-    def step(self, event: GenerationEvent) -> SseEvents:
-        if self.responses is not None:
-            return self._responses_step(event, self.responses)
-        builder = self.builder
-        events: list[SseEvent] = []
-        # OVMS puts `__verbose` on the final chunk: the last one that finishes a choice.
-        last_finish = max((i for i, u in enumerate(event.updates) if u.finish_reason), default=None)
-        for position, update in enumerate(event.updates):
-            if builder.endpoint == "chat" and update.index not in self.announced:
-                self.announced.add(update.index)
-                events.append(SseEvent(builder.role_chunk(update.index)))
-            if (
-                update.text
-                or update.prefix
-                or update.finish_reason
-                or update.logprobs
-                or update.reasoning
-                or update.tool_calls
-            ):
-                chunk = builder.delta_chunk(
-                    update.index,
-                    update.text,
-                    update.logprobs,
-                    update.finish_reason,
-                    prefix=update.prefix,
-                    prefix_scored=update.prefix_scored,
-                    reasoning=update.reasoning,
-                    tool_calls=update.tool_calls,
-                )
-                if event.verbose is not None and position == last_finish:
-                    chunk["__verbose"] = event.verbose
-                events.append(SseEvent(chunk))
-        if event.usage is not None:
-            if builder.include_usage:
-                events.append(SseEvent(builder.usage_chunk(event.usage)))
-            events.append(DONE)
-        return SseEvents(tuple(events))
-
-    @staticmethod
-    def _responses_step(event: GenerationEvent, stream: ResponsesStream) -> SseEvents:
-        events = stream.start()  # already sent when the request was taken: nothing
-        for update in event.updates:
-            events += stream.update(update.text, update.reasoning, update.tool_calls)
-        if event.usage is not None:
-            reason = next((u.finish_reason for u in event.updates if u.finish_reason), "stop")
-            events += stream.finish(reason or "stop", event.usage)
-        return SseEvents(tuple(map(_response_event, events)))
+def _events(answer: GenerationAnswer, step: StreamStep) -> SseEvents:
+    """A protocol step as SSE events (Responses events named by their type)."""
+    if answer.names_events:
+        events = tuple(SseEvent(event, event=str(event["type"])) for event in step.events)
+    else:
+        events = tuple(SseEvent(event) for event in step.events)
+    return SseEvents((*events, DONE) if step.done else events)

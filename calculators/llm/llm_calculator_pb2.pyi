@@ -9,7 +9,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class LLMCalculatorOptions(_message.Message):
-    __slots__ = ("models_path", "max_num_batched_tokens", "cache_size", "max_num_seqs", "dynamic_split_fuse", "device", "plugin_config", "best_of_limit", "max_tokens_limit", "enable_prefix_caching", "draft_models_path", "draft_device", "draft_max_num_batched_tokens", "draft_cache_size", "draft_block_size", "draft_max_num_seqs", "draft_dynamic_split_fuse", "draft_eagle3_mode", "pipeline_type", "cache_eviction_config", "tool_parser", "reasoning_parser", "enable_tool_guided_generation", "sparse_attention_config", "cache_interval_multiplier", "chat_template_mode", "lora_adapters")
+    __slots__ = ("models_path", "max_num_batched_tokens", "cache_size", "max_num_seqs", "dynamic_split_fuse", "device", "plugin_config", "best_of_limit", "max_tokens_limit", "enable_prefix_caching", "draft_models_path", "draft_device", "draft_max_num_batched_tokens", "draft_cache_size", "draft_block_size", "draft_max_num_seqs", "draft_dynamic_split_fuse", "draft_eagle3_mode", "pipeline_type", "cache_eviction_config", "tool_parser", "reasoning_parser", "enable_tool_guided_generation", "sparse_attention_config", "cache_interval_multiplier", "chat_template_mode", "lora_adapters", "gguf_weights")
     class PipelineType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         LM: _ClassVar[LLMCalculatorOptions.PipelineType]
@@ -24,6 +24,14 @@ class LLMCalculatorOptions(_message.Message):
     VLM_CB: LLMCalculatorOptions.PipelineType
     OMNI: LLMCalculatorOptions.PipelineType
     AUTO: LLMCalculatorOptions.PipelineType
+    class GgufWeights(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        GENAI: _ClassVar[LLMCalculatorOptions.GgufWeights]
+        INT4_CHANNELWISE: _ClassVar[LLMCalculatorOptions.GgufWeights]
+        INT8_CHANNELWISE: _ClassVar[LLMCalculatorOptions.GgufWeights]
+    GENAI: LLMCalculatorOptions.GgufWeights
+    INT4_CHANNELWISE: LLMCalculatorOptions.GgufWeights
+    INT8_CHANNELWISE: LLMCalculatorOptions.GgufWeights
     class ChatTemplateMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         MINJA: _ClassVar[LLMCalculatorOptions.ChatTemplateMode]
@@ -135,6 +143,7 @@ class LLMCalculatorOptions(_message.Message):
     CACHE_INTERVAL_MULTIPLIER_FIELD_NUMBER: _ClassVar[int]
     CHAT_TEMPLATE_MODE_FIELD_NUMBER: _ClassVar[int]
     LORA_ADAPTERS_FIELD_NUMBER: _ClassVar[int]
+    GGUF_WEIGHTS_FIELD_NUMBER: _ClassVar[int]
     models_path: str
     max_num_batched_tokens: int
     cache_size: int
@@ -162,4 +171,5 @@ class LLMCalculatorOptions(_message.Message):
     cache_interval_multiplier: int
     chat_template_mode: LLMCalculatorOptions.ChatTemplateMode
     lora_adapters: _containers.RepeatedCompositeFieldContainer[LLMCalculatorOptions.LoraAdapter]
-    def __init__(self, models_path: _Optional[str] = ..., max_num_batched_tokens: _Optional[int] = ..., cache_size: _Optional[int] = ..., max_num_seqs: _Optional[int] = ..., dynamic_split_fuse: _Optional[bool] = ..., device: _Optional[str] = ..., plugin_config: _Optional[str] = ..., best_of_limit: _Optional[int] = ..., max_tokens_limit: _Optional[int] = ..., enable_prefix_caching: _Optional[bool] = ..., draft_models_path: _Optional[str] = ..., draft_device: _Optional[str] = ..., draft_max_num_batched_tokens: _Optional[int] = ..., draft_cache_size: _Optional[int] = ..., draft_block_size: _Optional[int] = ..., draft_max_num_seqs: _Optional[int] = ..., draft_dynamic_split_fuse: _Optional[bool] = ..., draft_eagle3_mode: _Optional[bool] = ..., pipeline_type: _Optional[_Union[LLMCalculatorOptions.PipelineType, str]] = ..., cache_eviction_config: _Optional[_Union[LLMCalculatorOptions.CacheEvictionConfig, _Mapping]] = ..., tool_parser: _Optional[str] = ..., reasoning_parser: _Optional[str] = ..., enable_tool_guided_generation: _Optional[bool] = ..., sparse_attention_config: _Optional[_Union[LLMCalculatorOptions.SparseAttentionConfig, _Mapping]] = ..., cache_interval_multiplier: _Optional[int] = ..., chat_template_mode: _Optional[_Union[LLMCalculatorOptions.ChatTemplateMode, str]] = ..., lora_adapters: _Optional[_Iterable[_Union[LLMCalculatorOptions.LoraAdapter, _Mapping]]] = ...) -> None: ...
+    gguf_weights: LLMCalculatorOptions.GgufWeights
+    def __init__(self, models_path: _Optional[str] = ..., max_num_batched_tokens: _Optional[int] = ..., cache_size: _Optional[int] = ..., max_num_seqs: _Optional[int] = ..., dynamic_split_fuse: _Optional[bool] = ..., device: _Optional[str] = ..., plugin_config: _Optional[str] = ..., best_of_limit: _Optional[int] = ..., max_tokens_limit: _Optional[int] = ..., enable_prefix_caching: _Optional[bool] = ..., draft_models_path: _Optional[str] = ..., draft_device: _Optional[str] = ..., draft_max_num_batched_tokens: _Optional[int] = ..., draft_cache_size: _Optional[int] = ..., draft_block_size: _Optional[int] = ..., draft_max_num_seqs: _Optional[int] = ..., draft_dynamic_split_fuse: _Optional[bool] = ..., draft_eagle3_mode: _Optional[bool] = ..., pipeline_type: _Optional[_Union[LLMCalculatorOptions.PipelineType, str]] = ..., cache_eviction_config: _Optional[_Union[LLMCalculatorOptions.CacheEvictionConfig, _Mapping]] = ..., tool_parser: _Optional[str] = ..., reasoning_parser: _Optional[str] = ..., enable_tool_guided_generation: _Optional[bool] = ..., sparse_attention_config: _Optional[_Union[LLMCalculatorOptions.SparseAttentionConfig, _Mapping]] = ..., cache_interval_multiplier: _Optional[int] = ..., chat_template_mode: _Optional[_Union[LLMCalculatorOptions.ChatTemplateMode, str]] = ..., lora_adapters: _Optional[_Iterable[_Union[LLMCalculatorOptions.LoraAdapter, _Mapping]]] = ..., gguf_weights: _Optional[_Union[LLMCalculatorOptions.GgufWeights, str]] = ...) -> None: ...

@@ -15,13 +15,12 @@ from calculators.plugin_config import parse_plugin_config
 from graphruntime.validation import NodeSpec, ValidatedGraph
 from servables.errors import ServableLoadError
 from servables.llm.lora import LoadedAdapter, LoraAdapterSpec, check_alias, load_adapter
-from servables.llm.model_files import PipelineType, resolve_models_path
+from servables.llm.model_files import PipelineType, is_gguf, resolve_models_path
 from servables.llm.output_parsers import validate_parser_names
 from servables.llm.servable import LLMServable, LLMServableConfig
 
 logger = logging.getLogger(__name__)
 
-UNIMPLEMENTED_OPTIONS = ("chat_template_mode",)
 DRAFT_OPTIONS = (
     "draft_device",
     "draft_max_num_batched_tokens",
@@ -60,6 +59,15 @@ def _scheduler(options: LLMCalculatorOptions) -> dict[str, Any]:
             "apply_rotation": eviction.apply_rotation,
             "snapkv_window_size": eviction.snapkv_window_size,
         }
+        if eviction.HasField("kv_crush_config"):
+            crush = eviction.kv_crush_config
+            scheduler["cache_eviction_config"]["kvcrush_config"] = {
+                "budget": crush.budget,
+                "anchor_point_mode": LLMCalculatorOptions.KVCrushConfig.AnchorPointMode.Name(
+                    crush.anchor_point_mode
+                ),
+                "rng_seed": crush.rng_seed,
+            }
     if options.HasField("sparse_attention_config"):
         sparse = options.sparse_attention_config
         settings: dict[str, Any] = {
@@ -135,6 +143,24 @@ def _adapters(
     return tuple(adapters)
 
 
+def _gguf_weights(options: LLMCalculatorOptions, models_path: Path) -> str:
+    """The layout of a GGUF's weights: "genai" (the file's own) or a requantized one."""
+    layout = LLMCalculatorOptions.GgufWeights.Name(options.gguf_weights).lower()
+    if layout != "genai" and not is_gguf(models_path):
+        raise ServableLoadError(
+            f"gguf_weights: {layout.upper()} applies to a .gguf models_path, and "
+            f"{models_path} is a model directory (export it with the layout instead: "
+            "graphrt export --extra_quantization_params)",
+            param="gguf_weights",
+        )
+    if layout != "genai" and options.lora_adapters:
+        raise ServableLoadError(
+            f"gguf_weights: {layout.upper()} cannot be combined with lora_adapters",
+            param="gguf_weights",
+        )
+    return layout
+
+
 def servable_config(
     options: LLMCalculatorOptions, graph_dir: Path, name: str, log_level: int = logging.INFO
 ) -> LLMServableConfig:
@@ -142,13 +168,9 @@ def servable_config(
     if not options.HasField("models_path"):
         raise ServableLoadError("LLMCalculatorOptions.models_path is required", param="models_path")
     models_path = resolve_models_path(options.models_path, graph_dir)
+    gguf_weights = _gguf_weights(options, models_path)
     device = options.device or "CPU"
     properties = parse_plugin_config(options.plugin_config)
-    for option in UNIMPLEMENTED_OPTIONS:
-        if options.HasField(option):
-            logger.warning(
-                "%s: option %s is accepted but not implemented by graphrt yet", name, option
-            )
     tool_parser = options.tool_parser or None if options.HasField("tool_parser") else None
     reasoning_parser = (
         options.reasoning_parser or None if options.HasField("reasoning_parser") else None
@@ -169,10 +191,14 @@ def servable_config(
         max_tokens_limit=options.max_tokens_limit if options.HasField("max_tokens_limit") else None,
         best_of_limit=options.best_of_limit,
         log_level=log_level,
+        chat_template_mode=LLMCalculatorOptions.ChatTemplateMode.Name(options.chat_template_mode)
+        if options.HasField("chat_template_mode")
+        else None,
         tool_parser=tool_parser,
         reasoning_parser=reasoning_parser,
         enable_tool_guided_generation=options.enable_tool_guided_generation,
         adapters=_adapters(options, graph_dir, name),
+        gguf_weights=gguf_weights,
     )
 
 

@@ -23,13 +23,16 @@ A text answer (AUDIO_REPLY None) passes through as the LLM node sent it. A spoke
   when there was nothing to speak: a tool call, an empty answer).
 
 Nothing goes out before the speech node has taken the first batch (it checks the voice then, if
-AUDIO_REPLY did not reach it before), so an unknown voice is an ordinary 400. The output's
-timestamps are this node's own count: the inputs interleave as they come (the Immediate
-handler), and packets must leave in order.
+AUDIO_REPLY did not reach it before), so an unknown voice is an ordinary 400, and the first
+packet out carries the `X-Voice` header naming who spoke (the speech servable's rule: a model
+without named voices speaks every voice in its default speaker). The output's timestamps are
+this node's own count: the inputs interleave as they come (the Immediate handler), and packets
+must leave in order.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -41,6 +44,7 @@ from calculators.voice.packets import SpokenBatch
 from graphruntime import Calculator, CalculatorContext, CalculatorContract, register_calculator
 from servables.audio.codec import encode_audio
 from servables.openai.audio_chat import AudioReply, answer_audio, audio_chunk, closing_chunks
+from servables.text_to_speech.servable import VOICE_HEADER
 
 CHUNK = "CHUNK"
 SPEECH = "SPEECH"
@@ -71,9 +75,13 @@ class ChatAudioReplyCalculator(Calculator):
         self.rate = 0
         self.text = ""  # the answer's text so far (a stream)
         self.said = 0  # where the last spoken sentence ended in it
+        self.headers: dict[str, str] = {}  # for the first packet out, once the voice is known
         self.timestamp = 0
 
     def _emit(self, cc: CalculatorContext, payload: Any) -> None:
+        if self.headers and isinstance(payload, JsonReply | SseEvents):
+            payload = replace(payload, headers=self.headers)
+            self.headers = {}  # only the response's first packet has headers
         cc.outputs[RESPONSE].add(payload, self.timestamp)
         self.timestamp += 1
 
@@ -124,6 +132,7 @@ class ChatAudioReplyCalculator(Calculator):
         """Spoken sentences: sent at once (a stream) or kept (unary)."""
         if not self.spoken:
             self.spoken = True
+            self.headers = {VOICE_HEADER: batch.voice}
             held, self.held = self.held, []
             for events in held:
                 self._emit(cc, events)

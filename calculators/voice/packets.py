@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from servables.openai.audio_chat import AudioReply
+from servables.text_to_speech.servable import DEFAULT_VOICE
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,9 @@ class SentenceAudio:
 
 @dataclass(frozen=True)
 class SpokenBatch:
-    """A SentenceBatch spoken: one entry per sentence, in order; `final` passed on."""
+    """A SentenceBatch spoken: one entry per sentence, in order; `final` passed on; `voice`:
+    who spoke (a voice's name, or "default": the model's own speaker)."""
 
     sentences: list[SentenceAudio]
     final: bool
+    voice: str = DEFAULT_VOICE

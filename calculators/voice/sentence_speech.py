@@ -84,7 +84,8 @@ class SentenceSpeechCalculator(Calculator):
         self._admit(batch.reply)
         voice = batch.reply.voice if batch.reply is not None else None
         spoken = [await self._speak(sentence, voice) for sentence in batch.sentences]
-        cc.outputs[SPEECH].add(SpokenBatch(spoken, batch.final), packet.timestamp)
+        speaker = self.servable.spoken_voice(voice)
+        cc.outputs[SPEECH].add(SpokenBatch(spoken, batch.final, speaker), packet.timestamp)
 
     async def _speak(self, sentence: str, voice: str | None) -> SentenceAudio:
         request = SpeechRequest(

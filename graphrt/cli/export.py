@@ -9,10 +9,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shlex
 from pathlib import Path
 
 from graphrt.cli.options import (
     add_encoder_arguments,
+    add_gguf_weights_argument,
     add_media_arguments,
     media_flags,
     parse_bool,
@@ -77,6 +79,7 @@ def export_graph_settings(
         pipeline_type=args.pipeline_type,
         kv_cache_precision=args.kv_cache_precision,
         plugin_config=plugin_config,
+        gguf_weights=args.gguf_weights,
     )
 
 
@@ -90,6 +93,7 @@ def run_export(args: argparse.Namespace) -> int:
         weight_format=args.weight_format,
         overwrite_models=args.overwrite_models,
         graph=export_graph_settings(args, plugin_config),
+        extra_quantization_params=tuple(shlex.split(args.extra_quantization_params)),
     )
     try:
         if args.task == "text_generation":
@@ -129,6 +133,12 @@ def add_export_arguments(export: argparse.ArgumentParser) -> None:
         help="for Hugging Face sources",
     )
     export.add_argument(
+        "--extra_quantization_params",
+        default="",
+        help="more optimum-cli arguments for Hugging Face sources, e.g. "
+        "'--sym --group-size -1 --ratio 1.0 --all-layers' (int4 channel-wise, every layer)",
+    )
+    export.add_argument(
         "--target_device", default="CPU", help="OpenVINO device written into graph.pbtxt"
     )
     export.add_argument("--max_num_seqs", type=int, default=256, help="sequences batched at once")
@@ -158,6 +168,7 @@ def add_export_arguments(export: argparse.ArgumentParser) -> None:
         help="KV cache element type",
     )
     export.add_argument("--plugin_config", help="JSON object of OpenVINO properties")
+    add_gguf_weights_argument(export)
     export.add_argument(
         "--overwrite_models",
         action="store_true",

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from graphrt.cli import export as export_command
 from graphrt.cli import graph as graph_command
 from graphrt.cli import serve as serve_command
 from graphrt.cli.options import add_subgraph_path_argument, add_user_code_arguments
 from graphrt.observability import request_ids
+from servables.engine.lifetime import LOG_PATH_ENVIRONMENT
 
 __all__ = ["build_parser", "main"]
 
@@ -67,11 +70,25 @@ def with_command(argv: Sequence[str]) -> list[str]:
     return args
 
 
+def log_handlers(log_path: str | None) -> list[logging.Handler]:
+    """The console, and OVMS's --log_path file (appended) when given, which the engine
+    processes append to as well (they inherit its path)."""
+    handlers: list[logging.Handler] = [logging.StreamHandler()]
+    if log_path:
+        handlers.append(logging.FileHandler(log_path, encoding="utf-8"))
+        os.environ[LOG_PATH_ENVIRONMENT] = str(Path(log_path).resolve())
+    return handlers
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(with_command(sys.argv[1:] if argv is None else argv))
     level = "DEBUG" if args.log_level == "TRACE" else args.log_level
-    logging.basicConfig(level=level, format=request_ids.LOG_FORMAT)
+    try:
+        handlers = log_handlers(getattr(args, "log_path", None))
+    except OSError as error:
+        parser.error(f"--log_path: {error}")
+    logging.basicConfig(level=level, format=request_ids.LOG_FORMAT, handlers=handlers)
     request_ids.install(logging.getLogger().handlers)
     # Pillow logs every PNG chunk at DEBUG; request images would drown the server's own lines.
     logging.getLogger("PIL").setLevel(max(logging.INFO, logging.getLogger().level))

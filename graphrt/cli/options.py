@@ -207,3 +207,15 @@ def media_flags(args: argparse.Namespace) -> MediaFlags:
         enable_word_timestamps=args.enable_word_timestamps,
         model_type=args.model_type,
     )
+
+
+def add_gguf_weights_argument(parser: argparse.ArgumentParser) -> None:
+    """--gguf_weights (graphrt's extension), for serve and export: LLMCalculatorOptions'
+    gguf_weights in the graph written for a .gguf model."""
+    parser.add_argument(
+        "--gguf_weights",
+        choices=["genai", "int4_channelwise", "int8_channelwise"],
+        default="genai",
+        help="a .gguf model's weights: the file's own (genai), or requantized once at load "
+        "to OpenVINO's channel-wise int4 or int8, not exact (docs/performance.md)",
+    )

@@ -81,8 +81,8 @@ def _refuse(args: argparse.Namespace) -> None:
 
 
 def run_mode(args: argparse.Namespace, settings: ServerSettings) -> int | None:
-    """Do the mode the flags ask for: an exit status, or None to go on and serve (after a pull,
-    with `args.model_path` set to the pulled model)."""
+    """Do the mode the flags ask for: an exit status, or None to go on and serve (a
+    `--source_model` is then pulled by the running server: `model_fetch`)."""
     _refuse(args)
     try:
         if args.list_models:

@@ -14,12 +14,18 @@ import os
 from graphrt.cli.classic import add_classic_model_arguments, model_options
 from graphrt.cli.options import (
     add_encoder_arguments,
+    add_gguf_weights_argument,
     add_media_arguments,
     load_user_code,
     media_flags,
     parse_bool,
 )
 from graphrt.cli.ovms_modes import add_ovms_mode_arguments, model_fetch, run_mode
+from graphrt.cli.ovms_server_flags import (
+    add_ovms_server_arguments,
+    grpc_settings,
+    openvino_settings,
+)
 from graphrt.export.text_graphs import TASKS
 from graphrt.own_packages import other_owners
 from graphrt.server import StartupError, serve
@@ -88,6 +94,7 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         help="KV cache element type (engine default u8)",
     )
     serve.add_argument("--plugin_config", help="JSON object of OpenVINO properties")
+    add_gguf_weights_argument(serve)
     serve.add_argument("--draft_source_model", help="draft model path for speculative decoding")
     serve.add_argument(
         "--max_tokens_limit", type=int, help="upper limit for a request's max_tokens"
@@ -173,6 +180,7 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     add_encoder_arguments(serve)
     add_media_arguments(serve)
     add_classic_model_arguments(serve)
+    add_ovms_server_arguments(serve)
     serve.add_argument(
         "--max_engine_restarts",
         type=int,
@@ -282,6 +290,7 @@ def settings_from(args: argparse.Namespace) -> ServerSettings:
         pipeline_type=args.pipeline_type,
         kv_cache_precision=args.kv_cache_precision,
         plugin_config=args.plugin_config,
+        gguf_weights=args.gguf_weights,
         draft_source_model=args.draft_source_model,
         max_tokens_limit=args.max_tokens_limit,
         graph_stats=args.graph_stats,
@@ -304,6 +313,8 @@ def settings_from(args: argparse.Namespace) -> ServerSettings:
         lora_modules=tuple(args.lora_modules),
         media=media_flags(args),
         model_options=model_options(args),
+        grpc=grpc_settings(args),
+        openvino=openvino_settings(args),
     )
 
 

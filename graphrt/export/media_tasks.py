@@ -111,6 +111,7 @@ def _convert(request: ExportRequest, settings: MediaExportSettings, target: Path
                 "--source_model"
             )
         extra = ["--model-kwargs", json.dumps({"vocoder": settings.vocoder})]
+    extra += request.extra_quantization_params
     convert_hf(request.source_model, target, request.weight_format, settings.task, extra)
 
 

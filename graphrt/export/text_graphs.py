@@ -64,6 +64,7 @@ class TextGenerationSettings:
     pipeline_type: str | None = None
     kv_cache_precision: str | None = None
     plugin_config: dict[str, Any] = field(default_factory=dict)
+    gguf_weights: str = "genai"  # graphrt's gguf_weights option, lower case
     draft_models_path: str | None = None
     max_tokens_limit: int | None = None
     best_of_limit: int | None = None
@@ -105,6 +106,8 @@ def text_generation_graph(settings: TextGenerationSettings) -> str:
         lines.append("dynamic_split_fuse: false")
     if settings.draft_models_path:
         lines.append(f"draft_models_path: {quote(settings.draft_models_path)}")
+    if settings.gguf_weights != "genai":
+        lines.append(f"gguf_weights: {settings.gguf_weights.upper()}")
     options = "\n".join(f"      {line}," for line in lines)
     return GRAPH_TEMPLATE.format(options=options)
 

@@ -76,6 +76,9 @@ class ExportRequest:
     # An image or audio task's settings are media_tasks.MediaExportSettings.
     graph: TextGenerationSettings | EmbeddingsSettings | RerankSettings | Any
     overwrite_models: bool = False
+    # More optimum-cli arguments for a Hugging Face source (export_model.py's
+    # --extra_quantization_params), e.g. ("--sym", "--group-size", "-1", "--all-layers").
+    extra_quantization_params: tuple[str, ...] = ()
 
 
 def _is_ir_dir(path: Path) -> bool:
@@ -188,7 +191,13 @@ def export_text_generation(request: ExportRequest) -> Path:
             shutil.copytree(source, staging, dirs_exist_ok=True)
             models_path = "./"
         else:
-            convert_hf(request.source_model, staging, request.weight_format, "text_generation")
+            convert_hf(
+                request.source_model,
+                staging,
+                request.weight_format,
+                "text_generation",
+                request.extra_quantization_params,
+            )
             models_path = "./"
         settings.models_path = models_path
         (staging / "graph.pbtxt").write_text(text_generation_graph(settings), encoding="utf-8")
@@ -219,7 +228,13 @@ def export_encoder(request: ExportRequest, task: str) -> Path:
         if _is_ir_dir(source):
             shutil.copytree(source, staging, dirs_exist_ok=True)
         else:
-            convert_hf(request.source_model, staging, request.weight_format, task)
+            convert_hf(
+                request.source_model,
+                staging,
+                request.weight_format,
+                task,
+                request.extra_quantization_params,
+            )
             if source.is_dir():
                 _keep_sentence_transformers_files(source, staging)
         settings.models_path = "./"

@@ -13,7 +13,8 @@ by the rest of the path (`POST /v3/my_graph`).
 
 The request reaches the graph as an HttpPayload packet and its replies come back as they are made
 (calculators.http.replies): a JsonReply or HttpReply is the whole response; SseEvents start a
-stream (SSE headers, then every step as it comes). A graph written for OVMS answers with bytes:
+stream (SSE headers and the first step's own, then every step as it comes). A graph written for
+OVMS answers with bytes:
 one JSON body, or SSE frames when the request asked to stream. An error before the first reply is
 an ordinary error response with the right status; an error after it (headers are out) ends the
 stream as its API does (stream_endings.py). A client that goes away cancels the handler (the app
@@ -226,7 +227,8 @@ async def respond(
                 pass
             record.succeeded = True
             return _whole(first)
-        response = web.StreamResponse(status=200, headers=SSE_HEADERS)
+        headers = {**SSE_HEADERS, **first.headers} if isinstance(first, SseEvents) else SSE_HEADERS
+        response = web.StreamResponse(status=200, headers=headers)
         await response.prepare(request)
         await _send(response, first, ending)
         async for reply in replies:
@@ -264,8 +266,12 @@ def _whole(reply: Reply) -> web.Response:
             content_type=reply.content_type,
             headers=reply.headers or None,
         )
-    status = reply.status if isinstance(reply, JsonReply) else 200
-    return web.Response(body=encode(reply), status=status, content_type="application/json")
+    return web.Response(
+        body=encode(reply),
+        status=reply.status if isinstance(reply, JsonReply) else 200,
+        content_type="application/json",
+        headers=(reply.headers or None) if isinstance(reply, JsonReply) else None,
+    )
 
 
 async def _send(response: web.StreamResponse, reply: Reply, ending: StreamFailure) -> None:

@@ -30,6 +30,7 @@ from graphrt.kserve.types import (
     response_to_grpc,
 )
 from graphrt.observability import request_ids
+from graphrt.serving.settings import GrpcSettings
 from servables.errors import ServableError
 
 logger = logging.getLogger(__name__)
@@ -155,12 +156,21 @@ async def start_grpc_server(
     port: int,
     max_message_bytes: int,
     interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    tuning: GrpcSettings | None = None,
 ) -> grpc.aio.Server:
-    options = [
-        ("grpc.max_receive_message_length", max_message_bytes),
-        ("grpc.max_send_message_length", max_message_bytes),
-    ]
-    server = grpc.aio.server(options=options, interceptors=list(interceptors) or None)
+    """The server on `address:port`; `tuning` is OVMS's --grpc_channel_arguments (which may
+    override the message limits) and --grpc_max_threads (calls in progress at once)."""
+    options: dict[str, int | str] = {
+        "grpc.max_receive_message_length": max_message_bytes,
+        "grpc.max_send_message_length": max_message_bytes,
+    }
+    tuning = tuning or GrpcSettings()
+    options.update(tuning.channel_arguments)
+    server = grpc.aio.server(
+        options=list(options.items()),
+        interceptors=list(interceptors) or None,
+        maximum_concurrent_rpcs=tuning.max_concurrent_rpcs,
+    )
     servicer = InferenceServicer(dataplane)
     pb_grpc.add_GRPCInferenceServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
     bound = server.add_insecure_port(f"{address}:{port}")

@@ -6,6 +6,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphrt.export.media_graphs import MediaFlags
+from servables.openvino_defaults import OpenVinoDefaults
+
+
+@dataclass(frozen=True)
+class GrpcSettings:
+    """OVMS's gRPC tuning flags as grpcio takes them (graphrt/cli/ovms_server_flags.py)."""
+
+    channel_arguments: tuple[tuple[str, int | str], ...] = ()
+    max_concurrent_rpcs: int | None = None  # --grpc_max_threads
 
 
 @dataclass
@@ -42,6 +51,7 @@ class ServerSettings:
     pipeline_type: str | None = None
     kv_cache_precision: str | None = None
     plugin_config: str | None = None
+    gguf_weights: str = "genai"  # a .gguf's weights: "genai" or a requantized layout
     draft_source_model: str | None = None
     max_tokens_limit: int | None = None
     # Watching graphs run: the live graph page, the profiler, OpenTelemetry traces.
@@ -70,3 +80,6 @@ class ServerSettings:
     lora_modules: tuple[str, ...] = ()  # --lora_modules values, as given (see lora_modules.py)
     # a classic model's flags (--layout, --mean, ...) as its config.json entry holds them
     model_options: dict[str, Any] = field(default_factory=dict)
+    # OVMS's server flags beyond models (graphrt/cli/ovms_server_flags.py)
+    grpc: GrpcSettings = field(default_factory=GrpcSettings)
+    openvino: OpenVinoDefaults = field(default_factory=OpenVinoDefaults)

@@ -16,8 +16,10 @@ come from clients, so every refusal is an InvalidRequest naming the form field:
 * Containers libsndfile does not read (MP4/M4A, WebM) are refused with the list of those it does.
 
 What the servables produce is float32 mono at the model's rate; `encode_audio` writes it as the
-client asked: WAV as 32-bit float (lossless, what OVMS sends), FLAC, MP3, Opus in Ogg, or raw
-16-bit PCM at 24 kHz (the rate OpenAI's clients assume for `pcm`).
+client asked: WAV, FLAC, MP3, Opus in Ogg, or raw 16-bit PCM at 24 kHz (the rate OpenAI's
+clients assume for `pcm`). WAV is 16-bit PCM, as OpenAI's answers are and every WAV reader takes
+(Python's `wave` module refuses float); `float_wav` writes 32-bit float instead, lossless, what
+OVMS's speech endpoint sends.
 """
 
 from __future__ import annotations
@@ -63,12 +65,13 @@ class OutputFormat:
 
 
 OUTPUT_FORMATS: dict[str, OutputFormat] = {
-    "wav": OutputFormat("WAV", "FLOAT", "audio/wav"),
+    "wav": OutputFormat("WAV", "PCM_16", "audio/wav"),
     "flac": OutputFormat("FLAC", "PCM_16", "audio/flac"),
     "mp3": OutputFormat("MP3", "MPEG_LAYER_III", "audio/mpeg"),
     "opus": OutputFormat("OGG", "OPUS", "audio/ogg"),
     "pcm": OutputFormat("RAW", "PCM_16", "audio/pcm"),
 }
+FLOAT_WAV = OutputFormat("WAV", "FLOAT", "audio/wav")
 
 
 @dataclass(frozen=True)
@@ -170,9 +173,14 @@ def audio_seconds(samples: Samples, rate: int) -> float:
     return float(len(samples)) / rate if rate else 0.0
 
 
-def encode_audio(samples: Samples, rate: int, response_format: str) -> tuple[bytes, str]:
-    """`samples` (mono float32 at `rate`) as a file of `response_format`; (bytes, content type)."""
+def encode_audio(
+    samples: Samples, rate: int, response_format: str, *, float_wav: bool = False
+) -> tuple[bytes, str]:
+    """`samples` (mono float32 at `rate`) as a file of `response_format`; (bytes, content type).
+    `float_wav`: WAV as 32-bit float (OVMS's) rather than 16-bit PCM (OpenAI's)."""
     output = OUTPUT_FORMATS[response_format]
+    if float_wav and response_format == "wav":
+        output = FLOAT_WAV
     if response_format == "pcm" and rate != PCM_RATE:
         samples, rate = soxr.resample(samples, rate, PCM_RATE, quality="HQ"), PCM_RATE
     elif response_format == "opus" and rate not in OPUS_RATES:

@@ -14,6 +14,10 @@ its own pipes, sender thread and request streams, so nothing of a dead worker le
 next. Requests beyond the engine's batch wait in it; `Admission` (servables.admission) bounds
 how many.
 
+At DEBUG, each engine request's first tokens and its end are logged as they arrive, which is
+the order the engine produced them in (what a client reads, and when, depends on its own
+scheduling).
+
 A grammar the engine could not compile fails its request with `GrammarNotCompiled` (a 400; the
 worker rebuilt its pipeline in place, see servables/engine/batching.py) and is remembered, a bounded
 number of them, so that the servable refuses it at once next time (`grammar_failure`). Requests
@@ -88,6 +92,7 @@ class RequestStream:
     def __init__(self, request_ids: list[int], client: EngineClient) -> None:
         self.request_ids = request_ids
         self.open_ids = set(request_ids)
+        self.producing: set[int] = set()  # requests whose first tokens came (DEBUG log)
         self._client = client
         self._deltas: deque[SequenceDelta] = deque()
         self._error: ServableError | None = None
@@ -321,10 +326,13 @@ class EngineClient:
             self.reported_at = time.time()
             self.last_step_seconds = message.step_seconds
             streams = self._streams
+            debug = logger.isEnabledFor(logging.DEBUG)
             for delta in message.deltas:
                 stream = streams.get(delta.request_id)
                 if stream is not None:
                     stream._push(delta)
+                    if debug:
+                        self._log_progress(stream, delta)
             for failure in message.failures:
                 self._fail_request(failure)
             for listener in self.step_listeners:
@@ -337,6 +345,23 @@ class EngineClient:
                 worker.started.set_exception(ServableLoadError(message.message))
         elif isinstance(message, EngineFailed):
             self._die(message.message)
+
+    def _log_progress(self, stream: RequestStream, delta: SequenceDelta) -> None:
+        """An engine request's first tokens and its end, in the order the engine sent them:
+        what the engine did when, whatever its clients read (the tests' evidence of batching
+        and of one-at-a-time pipelines)."""
+        request = delta.request_id
+        if request not in stream.producing:
+            stream.producing.add(request)
+            logger.debug("%s: engine request %d: first tokens", self.name, request)
+        if delta.finish_reason is not None:
+            logger.debug(
+                "%s: engine request %d: sequence %d finished (%s)",
+                self.name,
+                request,
+                delta.index,
+                delta.finish_reason,
+            )
 
     def _fail_request(self, failure: RequestFailed) -> None:
         if failure.grammar is not None:

@@ -19,6 +19,9 @@ die first and leave the drain nothing to drain. So:
   client starts workers from the event-loop thread, which lives as long as the server; and the
   setting does not survive exec, so the worker sets it itself. Elsewhere (no prctl) a daemon
   thread polls the parent pid once a second; the command pipe's EOF also ends the worker's loop.
+
+A worker inherits the frontend's environment, and with it the server's log file (OVMS's
+--log_path, in `LOG_PATH_ENVIRONMENT`), which it appends its lines to beside stderr.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import sys
 import threading
 import time
 
+LOG_PATH_ENVIRONMENT = "GRAPHRT_LOG_PATH"
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 PARENT_POLL_SECONDS = 1.0
 

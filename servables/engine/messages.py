@@ -37,6 +37,7 @@ class EngineSpec:
     draft: dict[str, Any] | None = None
     log_level: int = 20
     adapter: LoadedAdapter | None = None  # a LoRA adapter this engine applies to every request
+    gguf_weights: str = "genai"  # or a layout of servables.llm.gguf_requantize: requantized
 
 
 @dataclass(frozen=True)

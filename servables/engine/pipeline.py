@@ -18,6 +18,7 @@ from typing import Any
 from servables.engine.messages import EngineSpec
 from servables.errors import readable_message
 from servables.llm.gguf_lora import layer_names, named_model_dir
+from servables.llm.gguf_requantize import requantized_model_dir
 from servables.llm.lora import LoadedAdapter, check_targets, target_modules, tensor_names
 from servables.llm.model_files import openable_gguf
 
@@ -94,6 +95,15 @@ def _scheduler_config(settings: dict[str, Any]) -> Any:
             mode = getattr(
                 openvino_genai.AggregationMode, eviction.pop("aggregation_mode", "NORM_SUM")
             )
+            crush = eviction.pop("kvcrush_config", None)
+            if crush is not None:  # KVCrush: which evicted blocks to keep, within `budget`
+                crush = dict(crush)
+                anchor = getattr(
+                    openvino_genai.KVCrushAnchorPointMode, crush.pop("anchor_point_mode")
+                )
+                eviction["kvcrush_config"] = openvino_genai.KVCrushConfig(
+                    anchor_point_mode=anchor, **crush
+                )
             config.cache_eviction_config = openvino_genai.CacheEvictionConfig(
                 aggregation_mode=mode, **eviction
             )
@@ -161,15 +171,25 @@ def build_pipeline(spec: EngineSpec) -> Any:
 
     properties = _properties(spec)
     adapters = None
-    if spec.adapter is None:
+    if spec.gguf_weights != "genai":
+        models_path = str(requantized_model_dir(Path(spec.models_path), spec.gguf_weights))
+        logger.info(
+            "%s: weights requantized to %s (gguf_weights), from %s",
+            spec.models_path,
+            spec.gguf_weights,
+            models_path,
+        )
+    elif spec.adapter is None:
         models_path = str(openable_gguf(Path(spec.models_path)))
     else:  # a GGUF's graph with Hugging Face's layer names (made from a writable copy)
         model_dir = named_model_dir(Path(spec.models_path))
         models_path = str(model_dir)
         adapters = properties["adapters"] = _adapter_config(spec.adapter, model_dir)
     if spec.kind in ("LM_CB", "VLM_CB"):
+        scheduler = _scheduler_config(spec.scheduler)
+        logger.debug("scheduler: %s", " ".join(scheduler.to_string().split()))
         pipeline = openvino_genai.ContinuousBatchingPipeline(
-            models_path, _scheduler_config(spec.scheduler), spec.device, properties
+            models_path, scheduler, spec.device, properties
         )
         if adapters is not None:
             _activate(pipeline, adapters)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from servables.engine import kv_blocks
 from servables.engine.batching import ContinuousBatchingLoop
-from servables.engine.lifetime import die_with_parent, ignore_stop_signals
+from servables.engine.lifetime import LOG_PATH_ENVIRONMENT, die_with_parent, ignore_stop_signals
 from servables.engine.messages import EngineSpec, LoadFailed, Ready, receive_command
 from servables.engine.pipeline import build_pipeline
 from servables.engine.stateful import StatefulLoop
@@ -38,9 +38,14 @@ def main(commands: Connection, events: Connection) -> None:
     """Process entry point: the first command is the EngineSpec."""
     spec = receive_command(commands)
     assert isinstance(spec, EngineSpec)
+    handlers: list[logging.Handler] = [logging.StreamHandler()]
+    log_path = os.environ.get(LOG_PATH_ENVIRONMENT)
+    if log_path:  # the server's --log_path
+        handlers.append(logging.FileHandler(log_path, encoding="utf-8"))
     logging.basicConfig(
         level=spec.log_level,
         format=f"%(asctime)s %(levelname)s engine[{os.getpid()}]: %(message)s",
+        handlers=handlers,
     )
     started = time.perf_counter()
     try:
@@ -51,8 +56,11 @@ def main(commands: Connection, events: Connection) -> None:
     except Exception as error:  # anything the engine throws at load is the user's model problem
         events.send(LoadFailed(str(error).strip() or type(error).__name__))
         return
-    layout = kv_blocks.measure(pipeline, spec)
-    events.send(Ready(time.perf_counter() - started, eos, str(tokenizer_path), layout))
+    seconds = time.perf_counter() - started
+    logging.getLogger(__name__).info(
+        "%s pipeline of %s loaded in %.1f s", spec.kind, spec.models_path, seconds
+    )
+    events.send(Ready(seconds, eos, str(tokenizer_path), kv_blocks.measure(pipeline, spec)))
     loop: ContinuousBatchingLoop | StatefulLoop
     if spec.kind in ("LM_CB", "VLM_CB"):
         loop = ContinuousBatchingLoop(pipeline, commands, events, lambda: build_pipeline(spec))

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 import jinja2
 import jinja2.ext
@@ -125,6 +125,33 @@ def special_token(model_dir: Path | None, name: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
+class PromptTemplate(Protocol):
+    """What renders a conversation into the prompt: ChatTemplate (Jinja2, graphrt's default)
+    or servables.llm.genai_template's (openvino-genai's minja, `chat_template_mode: MINJA`)."""
+
+    source: TemplateSource
+
+    def render(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+        extra: Mapping[str, Any] | None = None,
+    ) -> str: ...
+
+
+def template_kwargs(extra: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A request's chat_template_kwargs, refused if they would replace what the server sets."""
+    for key in extra or {}:
+        if key in RESERVED_KWARGS:
+            raise InvalidRequest(
+                f"chat_template_kwargs cannot set reserved name '{key}'",
+                param="chat_template_kwargs",
+            )
+    return dict(extra or {})
+
+
 def _dict_arguments(call: Any) -> Any:
     """A tool call whose JSON-string `arguments` are decoded to a dict (others untouched)."""
     if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
@@ -225,13 +252,7 @@ class ChatTemplate:
         }
         if tools:
             context["tools"] = list(tools)
-        for key, value in (extra or {}).items():
-            if key in RESERVED_KWARGS:
-                raise InvalidRequest(
-                    f"chat_template_kwargs cannot set reserved name '{key}'",
-                    param="chat_template_kwargs",
-                )
-            context[key] = value
+        context.update(template_kwargs(extra))
         template = self._tool_template if tools else self._template
         try:
             return template.render(**context)

@@ -18,7 +18,7 @@ from typing import Any
 
 from servables.engine.messages import AddRequest
 from servables.errors import InvalidRequest
-from servables.llm.chat_template import ChatTemplate
+from servables.llm.chat_template import PromptTemplate
 from servables.llm.grammar_check import check_json_schema
 from servables.llm.model_files import PipelineType
 from servables.llm.output_parsers import (
@@ -78,7 +78,7 @@ Encode = Callable[[str, bool], Awaitable[list[int]]]
 async def prompt(
     request: GenerationRequest,
     kind: PipelineType,
-    template: ChatTemplate | None,
+    template: PromptTemplate | None,
     tokenizer: Any,
     encode: Encode,
     vocabulary_size: int | None,

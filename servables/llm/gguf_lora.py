@@ -6,8 +6,8 @@ genai 2026.4 prints "Unused LoRA tensor" for every tensor and generates the base
 The graph does have Hugging Face's layout (genai un-permutes llama's q/k rows back to HF order),
 so an adapter trained on the HF checkpoint applies once the layers carry HF's names.
 
-This module has genai save the graph it builds from the GGUF (once per file, into the cache,
-keyed by the file's path, size and mtime, as the tokenizer is) and names each decoder layer's
+This module has genai save the graph it builds from the GGUF (once per file, into the cache:
+servables/llm/gguf_graph.py) and names each decoder layer's
 projections by their place in the graph rather than by creation order:
 
 - per attention block (a ScaledDotProductAttention node, in graph order = layer index), the
@@ -21,21 +21,24 @@ A graph that does not have that shape is refused with an error instead of guesse
 
 from __future__ import annotations
 
-import fcntl
 import logging
-import os
-import shutil
 from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from servables.errors import ServableLoadError
-from servables.llm.model_files import cache_root, file_key, is_gguf, openable_gguf
+from servables.llm.gguf_graph import (
+    MODEL_XML,
+    cached_model_dir,
+    constant_only,
+    save_genai_graph,
+    save_model,
+)
+from servables.llm.model_files import is_gguf
 
 logger = logging.getLogger(__name__)
 
-MODEL_XML = "openvino_model.xml"
 ATTENTION = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
 MODULES = (*ATTENTION, "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 
@@ -44,20 +47,7 @@ def _is_weight_matmul(node: Any, memo: dict[str, bool]) -> bool:
     """A MatMul whose second input is computed from constants only (a layer's weights)."""
     if node.get_type_name() != "MatMul":
         return False
-    return _constant_only(node.input_value(1).get_node(), memo)
-
-
-def _constant_only(node: Any, memo: dict[str, bool]) -> bool:
-    key = node.get_name()  # unique per node (Python wrappers come and go, so no id())
-    if key not in memo:
-        kind = node.get_type_name()
-        if kind == "Constant":
-            memo[key] = True
-        elif kind in ("Parameter", "ReadValue") or not node.inputs():
-            memo[key] = False
-        else:
-            memo[key] = all(_constant_only(i.get_node(), memo) for i in node.input_values())
-    return memo[key]
+    return constant_only(node.input_value(1).get_node(), memo)
 
 
 def _search(
@@ -134,45 +124,15 @@ def named_model_dir(models_path: Path) -> Path:
     graph saved once into the cache with its layers under Hugging Face's names."""
     if not is_gguf(models_path):
         return models_path
-    target = cache_root() / "gguf-lora" / file_key(models_path)
-    if (target / MODEL_XML).is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # One engine process names the file; the other adapters' engines wait for its result.
-    with (target.parent / f"{target.name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (target / MODEL_XML).is_file():
-            _save_named(models_path, target)
-    return target
+    return cached_model_dir(models_path, "gguf-lora", _save_named)
 
 
-def _save_named(models_path: Path, target: Path) -> None:
-    import openvino as ov
-    import openvino_genai
-
-    work = target.with_name(f"{target.name}.{os.getpid()}.partial")
-    shutil.rmtree(work, ignore_errors=True)
-    try:
-        saved = work / "saved"
-        saved.mkdir(parents=True)
-        link = saved / "model.gguf"
-        link.symlink_to(openable_gguf(models_path).resolve())
-        logger.info("naming the layers of %s for LoRA adapters (once per file)", models_path)
-        # Writes openvino_model.* and the tokenizer's IR next to the file it is given.
-        pipeline = openvino_genai.LLMPipeline(str(link), "CPU", enable_save_ov_model=True)
-        del pipeline
-        model = ov.Core().read_model(str(saved / MODEL_XML))
-        for name, node in hf_layer_names(model).items():
-            node.set_friendly_name(name)
-        out = work / "model"
-        out.mkdir()
-        ov.save_model(model, str(out / MODEL_XML), compress_to_fp16=False)
-        for file in saved.iterdir():
-            if file.name.startswith(("openvino_tokenizer", "openvino_detokenizer")):
-                shutil.copyfile(file, out / file.name)
-        out.rename(target)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+def _save_named(models_path: Path, directory: Path) -> None:
+    logger.info("naming the layers of %s for LoRA adapters (once per file)", models_path)
+    model = save_genai_graph(models_path, directory)
+    for name, node in hf_layer_names(model).items():
+        node.set_friendly_name(name)
+    save_model(model, directory)
 
 
 def layer_names(model_dir: Path) -> list[str]:

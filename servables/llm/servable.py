@@ -41,7 +41,12 @@ from servables.errors import (
     ServableLoadError,
     ServableNotReady,
 )
-from servables.llm.chat_template import ChatTemplate, find_template, special_token
+from servables.llm.chat_template import (
+    ChatTemplate,
+    PromptTemplate,
+    find_template,
+    special_token,
+)
 from servables.llm.choices import (
     ChoiceUpdate,
     GenerationEvent,
@@ -62,6 +67,7 @@ from servables.llm.engine_requests import (
     prompt,
     speculation_fields,
 )
+from servables.llm.genai_template import GenAiChatTemplate
 from servables.llm.lora import LoadedAdapter
 from servables.llm.model_files import (
     PipelineType,
@@ -91,6 +97,10 @@ class ServableState(enum.Enum):
     UNAVAILABLE = "UNAVAILABLE"
 
 
+# Scheduler options a stateful pipeline (LLMPipeline, VLMPipeline) has no use for.
+CONTINUOUS_BATCHING_ONLY = ("cache_eviction_config", "sparse_attention_config")
+
+
 @dataclass(frozen=True)
 class LLMServableConfig:
     """Servable settings; calculators/llm builds this from LLMCalculatorOptions."""
@@ -105,12 +115,18 @@ class LLMServableConfig:
     max_tokens_limit: int | None = None
     best_of_limit: int = 20
     log_level: int = logging.INFO
+    # OVMS's chat_template_mode: "MINJA" renders with openvino-genai (genai_template.py); None
+    # or "JINJA" with Jinja2 (chat_template.py).
+    chat_template_mode: str | None = None
     # OVMS's parser options: None = detect from the chat template, "none" = off.
     tool_parser: str | None = None
     reasoning_parser: str | None = None
     enable_tool_guided_generation: bool = False
     # LoRA adapters, each served under its alias by an engine of its own (see `generate`).
     adapters: tuple[LoadedAdapter, ...] = ()
+    # A GGUF's weights as genai builds them ("genai") or requantized ("int4_channelwise",
+    # "int8_channelwise": servables/llm/gguf_requantize.py).
+    gguf_weights: str = "genai"
 
 
 class LLMServable:
@@ -122,6 +138,15 @@ class LLMServable:
         self.state = ServableState.LOADING
         self.error: str | None = None
         self.kind = infer_pipeline_type(config.models_path, config.device, config.pipeline_type)
+        for option in CONTINUOUS_BATCHING_ONLY:
+            if option in config.scheduler and not self.kind.continuous_batching:
+                logger.warning(
+                    "%s: %s applies to continuous-batching pipelines only; the %s pipeline "
+                    "ignores it",
+                    config.name,
+                    option,
+                    self.kind.value,
+                )
         self.limits = Limits(config.max_tokens_limit, config.best_of_limit)
         self.verbose_response = False  # the server's --verbose_response (graphrt/serving/policy.py)
         self.max_length = max_model_length(config.models_path)
@@ -141,6 +166,7 @@ class LLMServable:
             scheduler=dict(config.scheduler),
             draft=config.draft,
             log_level=config.log_level,
+            gguf_weights=config.gguf_weights,
         )
         self.engine = EngineClient(spec, config.name)
         if config.adapters and self.kind.vision:
@@ -163,7 +189,7 @@ class LLMServable:
         # Tokenizer calls of concurrent requests, one call per event-loop turn (tokenizer_batcher).
         self.decodes = TokenizerBatcher(self._decode_many)
         self.encodes = TokenizerBatcher(self._encode_many)
-        self.template: ChatTemplate | None = None
+        self.template: PromptTemplate | None = None
         # Resolved at load (detected from the template when the options leave them unset).
         self.tool_parser: str | None = None
         self.reasoning_parser: str | None = None
@@ -205,12 +231,14 @@ class LLMServable:
             raise ServableLoadError(f"{self.name}: {error}") from error
         self.state = ServableState.AVAILABLE
         logger.info(
-            "loaded %s in %.1f s (engine %.1f s); context length %s; chat template from %s",
+            "loaded %s in %.1f s (engine %.1f s); context length %s; chat template from %s, "
+            "rendered by %s",
             self.name,
             time.perf_counter() - started,
             ready.load_seconds,
             self.max_length,
             self.template.source.origin if self.template else "-",
+            "openvino-genai (minja)" if isinstance(self.template, GenAiChatTemplate) else "Jinja2",
         )
 
     def _load_tokenizer(self, path: Path) -> None:
@@ -223,7 +251,11 @@ class LLMServable:
         source = find_template(self._model_dir, tokenizer.chat_template)
         bos = special_token(self._model_dir, "bos_token") or tokenizer.get_bos_token()
         eos = special_token(self._model_dir, "eos_token") or tokenizer.get_eos_token()
-        self.template = ChatTemplate(source, bos, eos)
+        self.template = (
+            GenAiChatTemplate(source, tokenizer)
+            if self.config.chat_template_mode == "MINJA"
+            else ChatTemplate(source, bos, eos)
+        )
         self.tokenizer = tokenizer
         self.token_texts = self._token_texts()
         self._resolve_parsers(source.tool_text or source.text)

@@ -9,7 +9,11 @@ of the pipeline's output buffer at once (the next call overwrites it).
 
 Voices are speaker embeddings: raw little-endian float32 files whose length must match what the
 model takes (SpeechT5: 512 values), from the graph's `voices` and the model's `voices/*.bin`
-(OVMS's rules). A request without a voice uses the model's default.
+(OVMS's rules). A request without a voice uses the model's default speaker, and so does every
+voice name when the model has no named voices: OpenAI's clients must send a voice and many send
+one of OpenAI's names ("alloy"), which OVMS refuses unless a file of that name exists. With
+voices, an unknown name is refused with the list. Answers say which voice spoke in the
+`X-Voice` header (`VOICE_HEADER`): the voice's name, or `default` for the model's own speaker.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ from servables.text.sentences import sentences
 from servables.text_to_speech.protocol import SpeechRequest
 
 logger = logging.getLogger(__name__)
+
+VOICE_HEADER = "X-Voice"
+DEFAULT_VOICE = "default"  # the header's value when the model's own speaker spoke
 
 
 @dataclass
@@ -93,7 +100,9 @@ class SpeechServable(PipelineServable):
         self.voices: dict[str, Any] = {}  # name -> openvino.Tensor of the speaker embedding
 
     def _describe(self) -> str:
-        return "voices: " + (", ".join(sorted(self.voices)) or "the model's default only")
+        if not self.voices:
+            return "voices: none, every voice name is spoken by the model's default speaker"
+        return "voices: " + ", ".join(sorted(self.voices))
 
     def _unload(self) -> None:
         self.pipeline = None
@@ -119,17 +128,22 @@ class SpeechServable(PipelineServable):
             self.voices[name] = openvino.Tensor(np.ascontiguousarray(values.reshape(shape)))
 
     def voice(self, name: str | None, param: str = "voice") -> Any:
-        """The speaker embedding of voice `name` (None: the model's default), or InvalidRequest
-        naming `param` for a voice the model was not loaded with."""
-        if name is None:
+        """The speaker embedding for voice `name`, None for the model's default speaker (no
+        name, or a model without named voices); InvalidRequest naming `param` for a name the
+        model's voices do not have."""
+        if name is None or not self.voices:
             return None
         voice = self.voices.get(name)
         if voice is None:
-            known = ", ".join(sorted(self.voices)) or "none"
+            known = ", ".join(sorted(self.voices))
             raise InvalidRequest(
                 f"Requested voice '{name}' not found in available voices ({known})", param=param
             )
         return voice
+
+    def spoken_voice(self, name: str | None) -> str:
+        """Who speaks a request for voice `name` (checked by `voice`): the X-Voice header."""
+        return name if name is not None and name in self.voices else DEFAULT_VOICE
 
     def speak(
         self, request: SpeechRequest, *, admitted: bool = False

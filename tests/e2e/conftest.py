@@ -13,6 +13,7 @@ server's answers with that.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import hashlib
 import importlib
 import json
@@ -43,6 +44,19 @@ MAX_TOKENS_LIMIT = 2000
 MAX_REQUEST_SIZE = 1 << 20
 READY_TIMEOUT = 120.0
 STOP_TIMEOUT = 60.0
+# The server's DEBUG lines of an LLM request: submitted (servables/llm/servable.py), its first
+# tokens and its end as the engine sent them (servables/engine/client.py); with their times.
+ENGINE_EVENT = re.compile(
+    r"^(\S+ \S+) DEBUG .*?(?:: request (\d+), |engine request (\d+): (first tokens|sequence))",
+    re.MULTILINE,
+)
+
+
+@dataclass(frozen=True)
+class EngineEvent:
+    kind: str  # "submitted", "first" (tokens), "finished"
+    request: int
+    seconds: float  # the server's clock (its log line's time)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -100,6 +114,20 @@ class Server:
         if not self._log.closed:
             self._log.flush()
         return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def engine_events(self, since: int = 0) -> list[EngineEvent]:
+        """Each LLM request submitted to its engine, its first tokens and its end, in the order
+        the server saw them, from the log past offset `since` (the server must log at DEBUG):
+        what the server did, which a client's read times only approximate on a busy machine."""
+        events = []
+        for stamp, submitted, request, what in ENGINE_EVENT.findall(self.log()[since:]):
+            moment = datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            if submitted:
+                events.append(EngineEvent("submitted", int(submitted), moment))
+            else:
+                kind = "first" if what == "first tokens" else "finished"
+                events.append(EngineEvent(kind, int(request), moment))
+        return events
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
         deadline = time.monotonic() + timeout

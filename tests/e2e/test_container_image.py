@@ -458,6 +458,8 @@ def test_image_is_configured_for_deployment(image: Image, buildah: Buildah) -> N
         assert not (mount / "src").exists()
         assert not (mount / "root/.cache/pip").exists()
         assert (mount / "models").is_dir()
+        cache = mount / "opt/cache"  # OpenVINO's model cache, on (--cache_dir's default)
+        assert cache.is_dir() and cache.stat().st_uid == int(user.split(":")[0])
         gguf = mount / "opt/graphrt/cache/models/SmolLM2-135M-Instruct.Q4_1.gguf"
         assert gguf.stat().st_size > 50_000_000
         assert gguf.stat().st_uid == int(user.split(":")[0])

@@ -7,12 +7,7 @@ several families share `<tool_call>` or `[TOOL_CALLS]`.
 
 from __future__ import annotations
 
-import logging
-
 from servables.llm.output_parsers.reasoning import OPEN_TAG
-from servables.llm.output_parsers.registry import REASONING_PARSERS, TOOL_PARSERS
-
-logger = logging.getLogger(__name__)
 
 __all__ = ["detect_parsers", "prompt_opens_reasoning"]
 
@@ -56,23 +51,8 @@ def _analyze(template: str) -> tuple[str | None, str | None]:
 
 
 def detect_parsers(chat_template: str) -> tuple[str | None, str | None]:
-    """(tool_parser, reasoning_parser) suited to a chat template; None where nothing matches.
-
-    Families OVMS detects but graphrt does not implement (minicpm5) yield
-    None, with a warning in the log, and the model is served without that parser.
-    """
-    tool_parser, reasoning_parser = _analyze(chat_template)
-    if tool_parser is not None and tool_parser not in TOOL_PARSERS:
-        logger.warning(
-            "the chat template uses %s tool calls, which graphrt cannot parse yet", tool_parser
-        )
-        tool_parser = None
-    if reasoning_parser is not None and reasoning_parser not in REASONING_PARSERS:
-        logger.warning(
-            "the chat template uses %s reasoning, which graphrt cannot parse yet", reasoning_parser
-        )
-        reasoning_parser = None
-    return tool_parser, reasoning_parser
+    """(tool_parser, reasoning_parser) suited to a chat template; None where nothing matches."""
+    return _analyze(chat_template)
 
 
 def prompt_opens_reasoning(rendered_prompt: str, reasoning_parser: str) -> bool:
@@ -83,6 +63,6 @@ def prompt_opens_reasoning(rendered_prompt: str, reasoning_parser: str) -> bool:
     make_output_parser(starts_in_reasoning=...). Harmony (gptoss) output always starts with
     its own channel header, so it never starts inside reasoning.
     """
-    if reasoning_parser != "qwen3":
+    if reasoning_parser not in ("qwen3", "minicpm5"):
         return False
     return rendered_prompt.rstrip().endswith(OPEN_TAG)

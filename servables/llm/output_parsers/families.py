@@ -11,7 +11,7 @@ from servables.llm.output_parsers._stage import BodyReader, CallSink, Opening, T
 from servables.llm.output_parsers.gemma4_calls import Gemma4CallsReader
 from servables.llm.output_parsers.onyx import ONYX_SPECIAL, OnyxCallsReader
 from servables.llm.output_parsers.pythonic import PythonicCallsReader
-from servables.llm.output_parsers.xml_calls import FUNCTION_TAG, XmlFunctionReader
+from servables.llm.output_parsers.xml_calls import MINICPM5, QWEN3_CODER, XmlFunctionReader
 
 __all__ = ["TOOL_FAMILIES", "ToolFamily"]
 
@@ -67,6 +67,10 @@ class _FirstCharacterReader(BodyReader):
         self.done = True
 
 
+def _minicpm5_call(marker: str, schemas: Mapping[str, Mapping[str, Any]]) -> BodyReader:
+    return XmlFunctionReader(marker, schemas, MINICPM5)
+
+
 def _mistral_body(marker: str, _schemas: object) -> BodyReader:
     """After `[TOOL_CALLS]`: a JSON list of calls (Mistral 7B v0.3, Nemo, Large) or
     `name[ARGS]{...}` (Devstral, Mistral Small 3.2, Magistral)."""
@@ -108,6 +112,8 @@ _MISTRAL_SPECIAL = ("</s>", "[/INST]", "[INST]", "[TOOL_RESULTS]", "[/TOOL_RESUL
 LFM2_SPECIAL = ("<|tool_call_end|>", "<|im_end|>", "<|endoftext|>", "<|im_start|>")
 # Gemma 4: end of turn, a tool response opening, a stray end of call (OVMS's Gemma4ToolParser).
 GEMMA4_SPECIAL = ("<turn|>", "<|tool_response>", "<tool_call|>", "<eos>")
+# MiniCPM5: start of text and end of turn (OVMS's Minicpm5ToolParser erases them).
+MINICPM5_SPECIAL = ("<s>", "<|im_end|>")
 
 TOOL_FAMILIES: dict[str, ToolFamily] = {
     family.name: family
@@ -196,9 +202,17 @@ TOOL_FAMILIES: dict[str, ToolFamily] = {
             keep_special_tokens=False,
             openings=(
                 Opening("<tool_call>", XmlFunctionReader),
-                Opening(FUNCTION_TAG, XmlFunctionReader),
+                Opening(QWEN3_CODER.function, XmlFunctionReader),
             ),
             dropped=("</tool_call>",),
+        ),
+        ToolFamily(
+            # MiniCPM5: `<function name="f"><param name="p">v</param></function>`, one after
+            # another; fed with special tokens kept, as its reasoning tags are special tokens.
+            "minicpm5",
+            keep_special_tokens=True,
+            openings=(Opening(MINICPM5.function, _minicpm5_call),),
+            dropped=MINICPM5_SPECIAL,
         ),
     )
 }

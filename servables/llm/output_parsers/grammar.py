@@ -6,8 +6,9 @@ text, a body constrained by the tool's JSON schema and the end text are enforced
 OVMS's `enable_tool_guided_generation` and `tool_choice: "required"` do, with the same begin and
 end texts per family, so the output parses with the same family's parser.
 
-Families without a grammar: qwen3coder (its arguments are XML, not JSON) and gptoss (its
-markers are special tokens, which XGrammar cannot require); OVMS has none for them either.
+Families without a grammar: qwen3coder and minicpm5 (their arguments are XML, not JSON),
+lfm2, gemma4 and onyx (not JSON either), and gptoss (its markers are special tokens, which
+XGrammar cannot require).
 """
 
 from __future__ import annotations

@@ -13,7 +13,12 @@ from typing import Any
 from servables.llm.output_parsers._stage import ToolStage
 from servables.llm.output_parsers.base import OutputParser
 from servables.llm.output_parsers.chain import ChainedParser, ReasoningStage
-from servables.llm.output_parsers.families import GEMMA4_SPECIAL, LFM2_SPECIAL, TOOL_FAMILIES
+from servables.llm.output_parsers.families import (
+    GEMMA4_SPECIAL,
+    LFM2_SPECIAL,
+    MINICPM5_SPECIAL,
+    TOOL_FAMILIES,
+)
 from servables.llm.output_parsers.harmony import HarmonyParser
 from servables.llm.output_parsers.onyx import ONYX_SPECIAL, OnyxTurnStage
 from servables.llm.output_parsers.reasoning import ThinkStage
@@ -29,21 +34,19 @@ __all__ = [
 TOOL_PARSERS: tuple[str, ...] = (*TOOL_FAMILIES, "gptoss")
 """Tool-call families graphrt implements (OVMS's names)."""
 
-REASONING_PARSERS: tuple[str, ...] = ("qwen3", "lfm2", "gemma4", "onyx", "gptoss")
-"""Reasoning families graphrt implements (OVMS's names)."""
-
-# OVMS knows these too; graphrt does not implement them (yet): say so rather than "unknown".
-_OVMS_ONLY_TOOL_PARSERS = ("minicpm5",)
-_OVMS_ONLY_REASONING_PARSERS = ("minicpm5",)
-
+REASONING_PARSERS: tuple[str, ...] = ("qwen3", "lfm2", "gemma4", "onyx", "gptoss", "minicpm5")
+"""Reasoning families graphrt implements (OVMS's names): all of OVMS's."""
 
 # OVMS's pair rule compares what each parser needs from the detokenizer
 # (requiresStreamingWithSpecialTokens); these are the ones that need special tokens kept.
-_OVMS_SPECIAL_TOKEN_PARSERS = frozenset({"devstral", "gptoss", "lfm2", "gemma4", "onyx"})
+_OVMS_SPECIAL_TOKEN_PARSERS = frozenset(
+    {"devstral", "gptoss", "lfm2", "gemma4", "onyx", "minicpm5"}
+)
 # Reasoning blocks written with special tokens: (open tag, close tag, what else to drop).
 _SPECIAL_REASONING: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "lfm2": ("<think>", "</think>", LFM2_SPECIAL),
     "gemma4": ("<|channel>thought", "<channel|>", GEMMA4_SPECIAL),
+    "minicpm5": ("<think>", "</think>", MINICPM5_SPECIAL),
 }
 
 
@@ -54,13 +57,11 @@ def validate_parser_names(tool_parser: str | None, reasoning_parser: str | None)
     auto-detect and "none" = off before calling).
 
     Pairs follow OVMS's rule, so that configurations move between the two servers unchanged:
-    the parsers must agree on keeping special tokens (devstral and gptoss need them, the
-    others not), which pairs gptoss only with gptoss.
+    the parsers must agree on keeping special tokens (those of _OVMS_SPECIAL_TOKEN_PARSERS
+    need them, the others not), which pairs gptoss only with gptoss.
     """
-    _check_name("tool_parser", tool_parser, TOOL_PARSERS, _OVMS_ONLY_TOOL_PARSERS)
-    _check_name(
-        "reasoning_parser", reasoning_parser, REASONING_PARSERS, _OVMS_ONLY_REASONING_PARSERS
-    )
+    _check_name("tool_parser", tool_parser, TOOL_PARSERS)
+    _check_name("reasoning_parser", reasoning_parser, REASONING_PARSERS)
     if tool_parser is None or reasoning_parser is None:
         return
     tool_needs = tool_parser in _OVMS_SPECIAL_TOKEN_PARSERS
@@ -72,17 +73,10 @@ def validate_parser_names(tool_parser: str | None, reasoning_parser: str | None)
         )
 
 
-def _check_name(
-    option: str, name: str | None, supported: tuple[str, ...], ovms_only: tuple[str, ...]
-) -> None:
+def _check_name(option: str, name: str | None, supported: tuple[str, ...]) -> None:
     if name is None or name in supported:
         return
     choices = ", ".join(supported)
-    if name in ovms_only:
-        raise ParserConfigError(
-            f"{option} {name!r} is not supported by graphrt yet; supported: {choices} (or 'none')",
-            param=option,
-        )
     raise ParserConfigError(
         f"unknown {option} {name!r}; supported: {choices} (or 'none')", param=option
     )

@@ -1,18 +1,20 @@
-"""Qwen3-Coder's XML calls (OVMS's `qwen3coder`).
+"""XML tool calls with one tag per parameter: Qwen3-Coder's (OVMS's `qwen3coder`) and MiniCPM5's
+(OVMS's `minicpm5`), which differ only in how the tags are spelled (`XmlSyntax`).
 
-    <tool_call>
-    <function=get_weather>
-    <parameter=city>
-    Paris
+    <tool_call>                      <function name="get_weather">
+    <function=get_weather>           <param name="city">Paris</param>
+    <parameter=city>                 <param name="note"><![CDATA[a < b]]></param>
+    Paris                            </function>
     </parameter>
     </function>
     </tool_call>
 
 Parameter values are bare text, so their JSON type comes from the tool's schema, as OVMS and
 vLLM do: a string parameter keeps the text; other types are read as JSON (Python literals and
-True/False are accepted too) and fall back to the text when they do not parse. The call's first
-delta goes out when `<function=name>` is complete and each parameter when it closes, so the
-arguments stream member by member.
+True/False are accepted too) and fall back to the text when they do not parse. MiniCPM5's
+template wraps a value holding `<`, `&` or a newline in CDATA, which is unwrapped (its text may
+hold the closing tags). The call's first delta goes out when the function's name is complete
+and each parameter when it closes, so the arguments stream member by member.
 """
 
 from __future__ import annotations
@@ -21,18 +23,31 @@ import ast
 import enum
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from servables.llm.output_parsers._json import loads_or_none
 from servables.llm.output_parsers._markers import find_marker
 from servables.llm.output_parsers._stage import BodyReader, CallSink
 
-__all__ = ["FUNCTION_TAG", "XmlFunctionReader", "convert_parameter"]
+__all__ = ["MINICPM5", "QWEN3_CODER", "XmlFunctionReader", "XmlSyntax", "convert_parameter"]
 
-FUNCTION_TAG = "<function="
-FUNCTION_END = "</function>"
-PARAMETER_TAG = "<parameter="
-PARAMETER_END = "</parameter>"
+
+@dataclass(frozen=True)
+class XmlSyntax:
+    """How one family spells its tags; a name ends at `name_end`."""
+
+    function: str
+    name_end: str
+    parameter: str
+    parameter_end: str
+    function_end: str = "</function>"
+    cdata: bool = False  # values may be wrapped in <![CDATA[...]]>
+
+
+QWEN3_CODER = XmlSyntax("<function=", ">", "<parameter=", "</parameter>")
+MINICPM5 = XmlSyntax('<function name="', '">', '<param name="', "</param>", cdata=True)
+CDATA_OPEN, CDATA_CLOSE = "<![CDATA[", "]]>"
 _WHITESPACE = " \t\n\r"
 _MAX_NAME = 256
 
@@ -88,7 +103,7 @@ def _matches(value: Any, types: set[str]) -> bool:
 
 
 class _Where(enum.Enum):
-    BEFORE_FUNCTION = enum.auto()  # after <tool_call>: expecting <function=
+    BEFORE_FUNCTION = enum.auto()  # after a wrapper (<tool_call>): expecting the function tag
     FUNCTION_NAME = enum.auto()
     IN_FUNCTION = enum.auto()  # expecting <parameter= or </function>
     PARAMETER_NAME = enum.auto()
@@ -104,13 +119,27 @@ def _trim_newline(text: str) -> str:
     return text
 
 
-class XmlFunctionReader(BodyReader):
-    """One `<function=...>...</function>`; the marker was `<tool_call>` or `<function=` itself."""
+def _uncdata(text: str) -> str:
+    stripped = text.strip(_WHITESPACE)
+    if stripped.startswith(CDATA_OPEN) and stripped.endswith(CDATA_CLOSE):
+        return stripped[len(CDATA_OPEN) : -len(CDATA_CLOSE)]
+    return text
 
-    def __init__(self, marker: str, schemas: Mapping[str, Mapping[str, Any]]) -> None:
+
+class XmlFunctionReader(BodyReader):
+    """One function call; the marker was a wrapper (`<tool_call>`) or the function tag."""
+
+    def __init__(
+        self,
+        marker: str,
+        schemas: Mapping[str, Mapping[str, Any]],
+        syntax: XmlSyntax = QWEN3_CODER,
+    ) -> None:
         self._marker = marker
         self._schemas = schemas
-        self._where = _Where.FUNCTION_NAME if marker == FUNCTION_TAG else _Where.BEFORE_FUNCTION
+        self._syntax = syntax
+        opened = marker == syntax.function
+        self._where = _Where.FUNCTION_NAME if opened else _Where.BEFORE_FUNCTION
         self._text = ""  # not yet consumed text of the current part
         self._raw: list[str] = []
         self._index: int | None = None
@@ -147,23 +176,20 @@ class XmlFunctionReader(BodyReader):
         return taken
 
     def _step(self, sink: CallSink, *, final: bool) -> bool:
-        where = self._where
+        where, syntax = self._where, self._syntax
         if where in (_Where.BEFORE_FUNCTION, _Where.IN_FUNCTION):
             stripped = self._text.lstrip(_WHITESPACE)
             expected = (
-                (FUNCTION_TAG,)
+                (syntax.function,)
                 if where is _Where.BEFORE_FUNCTION
-                else (
-                    PARAMETER_TAG,
-                    FUNCTION_END,
-                )
+                else (syntax.parameter, syntax.function_end)
             )
             for tag in expected:
                 if stripped.startswith(tag):
                     self._consume(len(self._text) - len(stripped) + len(tag))
-                    if tag == FUNCTION_TAG:
+                    if tag == syntax.function:
                         self._where = _Where.FUNCTION_NAME
-                    elif tag == PARAMETER_TAG:
+                    elif tag == syntax.parameter:
                         self._where = _Where.PARAMETER_NAME
                     else:
                         self._close(sink)
@@ -173,7 +199,7 @@ class XmlFunctionReader(BodyReader):
             self._stop(sink)
             return False
         if where in (_Where.FUNCTION_NAME, _Where.PARAMETER_NAME):
-            end = self._text.find(">")
+            end = self._text.find(syntax.name_end)
             if end < 0:
                 if len(self._text) > _MAX_NAME or "<" in self._text or "\n" in self._text:
                     self._stop(sink)
@@ -182,7 +208,7 @@ class XmlFunctionReader(BodyReader):
             if not name or "<" in name or "\n" in name:
                 self._stop(sink)
                 return False
-            self._consume(end + 1)
+            self._consume(end + len(syntax.name_end))
             if where is _Where.FUNCTION_NAME:
                 self._function = name
                 self._index = sink.begin(name)
@@ -191,17 +217,29 @@ class XmlFunctionReader(BodyReader):
                 self._parameter = name
                 self._where = _Where.PARAMETER_VALUE
             return True
-        # PARAMETER_VALUE: up to </parameter>; a missing one is tolerated before the next tag.
-        found = find_marker(self._text, (PARAMETER_END, PARAMETER_TAG, FUNCTION_END))
+        # PARAMETER_VALUE: up to its closing tag; a missing one is tolerated before the next tag.
+        found = self._value_end()
         if found is None:
             return False
         position, tag = found
         value = self._consume(position)
         self._add_parameter(sink, value)
-        if tag == PARAMETER_END:
+        if tag == syntax.parameter_end:
             self._consume(len(tag))
         self._where = _Where.IN_FUNCTION
         return True
+
+    def _value_end(self) -> tuple[int, str] | None:
+        """Where the parameter's value ends and the tag there; None while it goes on."""
+        syntax = self._syntax
+        start = 0
+        if syntax.cdata and self._text.lstrip(_WHITESPACE).startswith(CDATA_OPEN):
+            close = self._text.find(CDATA_CLOSE)  # the tags inside CDATA are its text
+            if close < 0:
+                return None
+            start = close + len(CDATA_CLOSE)
+        ends = (syntax.parameter_end, syntax.parameter, syntax.function_end)
+        return find_marker(self._text, ends, start)
 
     def _stop(self, sink: CallSink) -> None:
         """The text is not (or no longer) a function call: end here, the rest goes back."""
@@ -217,7 +255,8 @@ class XmlFunctionReader(BodyReader):
         if name in self._members:
             return
         schema = self._schemas.get(self._function, {}).get("properties", {}).get(name)
-        value = convert_parameter(_trim_newline(raw_value), schema)
+        text = _trim_newline(raw_value)
+        value = convert_parameter(_uncdata(text) if self._syntax.cdata else text, schema)
         member = json.dumps(name, ensure_ascii=False) + ": " + json.dumps(value, ensure_ascii=False)
         sink.arguments(self._index, ("{" if not self._members else ", ") + member)
         self._members.add(name)

@@ -5,9 +5,10 @@ tools/media_models.py builds (once per machine, cached by its inputs, in the exp
 tools/rag_models.py makes) a tiny Stable Diffusion, a tiny Whisper and a tiny SpeechT5 from
 random weights, each converted by `graphrt export` into OVMS's layout with its graph.pbtxt. The
 server here is configured as an OVMS user would: one config.json listing the three exported
-graphs (the speech graph with two voices) and the SmolLM2 LLM. `Pipelines` holds the same
-openvino-genai pipelines in the test process, built with the same properties, so a test compares
-what the server answers with what the pipeline gives for the same inputs and settings.
+graphs (the speech graph once with two voices, once as exported: no voices) and the SmolLM2
+LLM. `Pipelines` holds the same openvino-genai pipelines in the test process, built with the
+same properties, so a test compares what the server answers with what the pipeline gives for the
+same inputs and settings.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ LORA_ALIAS, LORA_ALPHA = "tiny-style", 0.8
 BLEND_ALIAS, BLEND_ALPHA = "tiny-blend", 0.4
 WHISPER_MODEL = "tiny-whisper"
 SPEECH_MODEL = "tiny-speecht5"
+PLAIN_SPEECH_MODEL = "tiny-speecht5-plain"  # as exported: no voices
 LLM_MODEL = "smollm2"
 VOICES = ("alloy", "echo")
 PROPERTIES = {"NUM_STREAMS": "1"}  # what the exported graphs' plugin_config says
@@ -74,9 +76,8 @@ def media_config(
     run_graphrt: Callable[..., subprocess.CompletedProcess[str]],
 ) -> Path:
     """config.json of the media server: the three exported graphs as `graphrt export` wrote
-    them, except the speech graph, which names two voices, and the LLM's graph; one image
-    graph with a LoRA adapter exported here (`--source_loras`); one image graph that lets no
-    request wait."""
+    them, the speech graph also naming two voices, and the LLM's graph; one image graph with a
+    LoRA adapter exported here (`--source_loras`); one image graph that lets no request wait."""
     root = tmp_path_factory.mktemp("media_repository")
     speech = root / SPEECH_MODEL
     speech.mkdir()
@@ -130,6 +131,7 @@ def media_config(
         {"name": BOUNDED_IMAGE_MODEL, "base_path": str(bounded)},
         {"name": WHISPER_MODEL, "base_path": str(media_models["whisper"])},
         {"name": SPEECH_MODEL, "base_path": str(speech)},
+        {"name": PLAIN_SPEECH_MODEL, "base_path": str(media_models["speecht5"])},
         {"name": LLM_MODEL, "base_path": str(llm)},
     ]
     config = root / "config.json"
@@ -206,9 +208,12 @@ class Pipelines:
     def transcribe(self, samples: np.ndarray[Any, Any], **options: Any) -> Any:
         return self._pipeline("whisper").generate(samples, **options)
 
-    def speak(self, text: str, voice: str, **options: Any) -> np.ndarray[Any, np.dtype[np.float32]]:
-        embedding = self.ov.Tensor(voice_embedding(voice).reshape(1, 512))
-        result = self._pipeline("speech").generate(text, embedding, **options)
+    def speak(
+        self, text: str, voice: str | None, **options: Any
+    ) -> np.ndarray[Any, np.dtype[np.float32]]:
+        """`text` spoken in `voice` (None: the model's default speaker)."""
+        speaker = None if voice is None else self.ov.Tensor(voice_embedding(voice).reshape(1, 512))
+        result = self._pipeline("speech").generate(text, speaker, **options)
         return np.array(result.speeches[0].data, dtype=np.float32, copy=True).reshape(-1)
 
 

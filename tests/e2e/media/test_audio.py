@@ -2,7 +2,8 @@
 
 A transcript must be the WhisperPipeline's text for the same samples and options; spoken audio
 must be the Text2SpeechPipeline's samples, sentence by sentence, for the same voice (WAV is sent
-as 32-bit float, so the comparison is exact).
+as 32-bit float under OVMS's /v3/, so the comparison is exact; under OpenAI's /v1/ as 16-bit
+PCM, equal to the samples within the 16-bit step).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import wave
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,6 +23,8 @@ if TYPE_CHECKING:
 
 WHISPER_MODEL = "tiny-whisper"
 SPEECH_MODEL = "tiny-speecht5"
+PLAIN_SPEECH_MODEL = "tiny-speecht5-plain"  # as exported: no voices
+PCM16_STEP = 1 / 32767
 
 
 def test_transcription_equals_the_pipeline(
@@ -112,6 +116,7 @@ def test_speech_equals_the_pipeline(media_server: ExactServer, pipelines: Pipeli
         )
     samples, rate = soundfile.read(io.BytesIO(reply.read()), dtype="float32")
     assert reply.response.headers["content-type"] == "audio/wav"
+    assert reply.response.headers["x-voice"] == "alloy"
     expected = np.concatenate(
         [pipelines.speak(sentence, "alloy") for sentence in ("Hello there.", "How are you today?")]
     )
@@ -119,6 +124,61 @@ def test_speech_equals_the_pipeline(media_server: ExactServer, pipelines: Pipeli
     assert np.array_equal(samples, expected)
     echo, _ = soundfile.read(io.BytesIO(other_voice.read()), dtype="float32")
     assert not np.array_equal(echo, samples)
+
+
+def pcm16_wav(data: bytes) -> tuple[np.ndarray[Any, Any], int]:
+    """A WAV that Python's own `wave` module reads (16-bit PCM): its samples and rate."""
+    with wave.open(io.BytesIO(data)) as reader:
+        assert (reader.getsampwidth(), reader.getnchannels()) == (2, 1)
+        frames = reader.readframes(reader.getnframes())
+        return np.frombuffer(frames, "<i2") / 32768.0, reader.getframerate()
+
+
+def assert_pcm16_of(samples: np.ndarray[Any, Any], expected: np.ndarray[Any, Any]) -> None:
+    assert samples.shape == expected.shape
+    assert np.max(np.abs(samples - np.clip(expected, -1, 1))) <= PCM16_STEP
+
+
+def test_wav_is_openais_16_bit_under_v1_and_ovms_float_under_v3(
+    media_server: ExactServer, pipelines: Pipelines
+) -> None:
+    """OpenAI's clients read 16-bit PCM (Python's `wave` refuses float); OVMS sends float."""
+    text = "One short sentence."
+    expected = pipelines.speak(text, "alloy")
+    with media_server.client("/v1") as openai_client, media_server.client("/v3") as ovms_client:
+        openai_reply = openai_client.audio.speech.create(
+            model=SPEECH_MODEL, voice="alloy", input=text, response_format="wav"
+        )
+        ovms_reply = ovms_client.audio.speech.create(
+            model=SPEECH_MODEL, voice="alloy", input=text, response_format="wav"
+        )
+    samples, rate = pcm16_wav(openai_reply.read())
+    assert rate == 16_000
+    assert_pcm16_of(samples, expected)
+    with soundfile.SoundFile(io.BytesIO(ovms_reply.read())) as sound:
+        assert sound.subtype == "FLOAT"
+        assert np.array_equal(sound.read(dtype="float32"), expected)
+
+
+def test_a_model_without_voices_speaks_any_voice_name_in_its_default_speaker(
+    media_server: ExactServer, pipelines: Pipelines
+) -> None:
+    """OpenAI's SDK requires a voice; a model exported without voices answers every name (OVMS
+    refuses them all) in its default speaker, and says so."""
+    text = "Hello there."
+    with media_server.client() as client:
+        replies = [
+            client.audio.speech.create(
+                model=PLAIN_SPEECH_MODEL, voice=voice, input=text, response_format="wav"
+            )
+            for voice in ("alloy", "shimmer")
+        ]
+    expected = pipelines.speak(text, None)
+    for reply in replies:
+        assert reply.response.headers["x-voice"] == "default"
+        samples, _ = soundfile.read(io.BytesIO(reply.read()), dtype="float32")
+        assert np.array_equal(samples, expected)
+    assert not np.array_equal(expected, pipelines.speak(text, "alloy"))
 
 
 @pytest.mark.parametrize(
@@ -147,16 +207,17 @@ def test_a_speech_stream_sends_each_sentence(
     media_server: ExactServer, pipelines: Pipelines
 ) -> None:
     sentences = ("First one.", "Then a second!", "And a third?")
-    frames = media_server.sse(
-        "/v3/audio/speech",
-        {
-            "model": SPEECH_MODEL,
-            "voice": "echo",
-            "input": " ".join(sentences),
-            "response_format": "wav",
-            "stream_format": "sse",
-        },
-    )
+    body = {
+        "model": SPEECH_MODEL,
+        "voice": "echo",
+        "input": " ".join(sentences),
+        "response_format": "wav",
+        "stream_format": "sse",
+    }
+    with media_server.http() as http, http.stream("POST", "/v3/audio/speech", json=body) as reply:
+        assert reply.headers["content-type"].startswith("text/event-stream")
+        assert reply.headers["x-voice"] == "echo"
+        frames = [line[len("data: ") :] for line in reply.iter_lines() if line.startswith("data:")]
     events = [json.loads(frame) for frame in frames]
     assert [e["type"] for e in events] == ["speech.audio.delta"] * 3 + ["speech.audio.done"]
     for event, sentence in zip(events, sentences, strict=False):
@@ -222,7 +283,11 @@ def test_undecodable_audio_is_400(media_server: ExactServer) -> None:
     ("body", "param", "message"),
     [
         ({"voice": "alloy"}, "input", "input field is missing in JSON body"),
-        ({"input": "Hi", "voice": "nova"}, "voice", "Requested voice 'nova' not found"),
+        (
+            {"input": "Hi", "voice": "nova"},
+            "voice",
+            "Requested voice 'nova' not found in available voices (alloy, echo)",
+        ),
         ({"input": "Hi", "voice": "alloy", "speed": 5}, "speed", "speed must be between"),
         ({"input": "Hi", "voice": "alloy", "response_format": "aac"}, "response_format", "aac"),
         ({"input": "x" * 4097, "voice": "alloy"}, "input", "limit of 4096"),
@@ -256,6 +321,32 @@ def test_a_form_says_stream_as_the_calculator_reads_it(
         assert response.headers["content-type"].startswith("text/event-stream")
         frames = [line for line in response.iter_lines() if line.startswith("data: ")]
     assert json.loads(frames[-1][len("data: ") :])["type"] == "transcript.text.done"
+
+
+@pytest.mark.parametrize(
+    "path", ["/v3/audio/transcriptions", "/v1/audio/translations", "/v3/images/edits"]
+)
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"--B\r\nl\x0b--B--\r\n",  # a part whose header line is not a header
+        b'--B\r\nContent-Disposition: form-data; name="a\x01b"\r\n\r\nx\r\n--B--\r\n',
+    ],
+    ids=["header line", "control character in a name"],
+)
+def test_a_malformed_part_header_is_400_not_500(
+    media_server: ExactServer, path: str, body: bytes
+) -> None:
+    """aiohttp's reader raises InvalidHeader on these (it was an internal error)."""
+    with media_server.http() as http:
+        response = http.post(
+            path, content=body, headers={"Content-Type": "multipart/form-data; boundary=B"}
+        )
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["type"] == "invalid_request_error"
+        assert error["message"].startswith("Failed to parse multipart data: Invalid HTTP header")
+        assert http.get("/v2/health/ready").status_code == 200
 
 
 def test_a_malformed_form_part_is_400(media_server: ExactServer) -> None:

@@ -4,7 +4,8 @@ The example directory is copied, the tiny Whisper and SpeechT5 and the SmolLM2 G
 next to its graph, and it is served from its config.json. Every stage is compared with its model
 run directly: the LLM's answer must be SmolLM2's greedy answer (Golden) to the Whisper pipeline's
 transcript of the question, and the answer's audio the Text2Speech pipeline's samples for the
-answer's sentences, in the asked voice.
+answer's sentences, in the asked voice (as 16-bit PCM WAV: OpenAI's `wav`, which Python's own
+`wave` module reads; equal to the samples within the 16-bit step).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import time
+import wave
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -84,8 +86,15 @@ def spoken_question(
 
 
 def wav_samples(data: bytes) -> np.ndarray[Any, Any]:
-    samples, _ = soundfile.read(io.BytesIO(data), dtype="float32")
-    return samples
+    """The samples of a 16-bit PCM WAV, read by Python's `wave` module (it refuses float)."""
+    with wave.open(io.BytesIO(data)) as reader:
+        assert (reader.getsampwidth(), reader.getnchannels()) == (2, 1)
+        return np.frombuffer(reader.readframes(reader.getnframes()), "<i2") / 32768.0
+
+
+def assert_pcm16_of(samples: np.ndarray[Any, Any], expected: np.ndarray[Any, Any]) -> None:
+    assert samples.shape == expected.shape
+    assert np.max(np.abs(samples - np.clip(expected, -1, 1))) <= 1 / 32767
 
 
 def test_a_spoken_question_gets_the_models_answer_in_text_and_speech(
@@ -93,7 +102,7 @@ def test_a_spoken_question_gets_the_models_answer_in_text_and_speech(
 ) -> None:
     samples, message = spoken_question(audio)
     with voice_server.client() as client:
-        reply = client.chat.completions.create(
+        raw = client.chat.completions.with_raw_response.create(
             model=MODEL,
             messages=[message],  # type: ignore[list-item]
             modalities=["text", "audio"],
@@ -101,6 +110,8 @@ def test_a_spoken_question_gets_the_models_answer_in_text_and_speech(
             max_tokens=60,
             temperature=0,
         )
+    assert raw.headers["x-voice"] == "alloy"
+    reply = raw.parse()
     heard = pipelines.transcribe(samples, task="transcribe").texts[0].strip()
     expected = golden.chat([{"role": "user", "content": heard}], 60)
     answer = reply.choices[0].message
@@ -108,7 +119,7 @@ def test_a_spoken_question_gets_the_models_answer_in_text_and_speech(
     assert answer.audio is not None and answer.audio.transcript == expected.text
     assert answer.audio.id.startswith("audio_") and answer.audio.expires_at > time.time()
     spoken = np.concatenate([pipelines.speak(s, "alloy") for s in sentences(expected.text)])
-    assert np.array_equal(wav_samples(base64.b64decode(answer.audio.data)), spoken)
+    assert_pcm16_of(wav_samples(base64.b64decode(answer.audio.data)), spoken)
 
 
 def test_a_stream_speaks_each_sentence_while_the_answer_is_written(
@@ -119,7 +130,7 @@ def test_a_stream_speaks_each_sentence_while_the_answer_is_written(
     _, message = spoken_question(audio, seed=5)
     events: list[tuple[str, Any]] = []
     with voice_server.client() as client:
-        stream = client.chat.completions.create(
+        raw = client.chat.completions.with_raw_response.create(
             model=MODEL,
             messages=[message],  # type: ignore[list-item]
             modalities=["text", "audio"],
@@ -128,7 +139,8 @@ def test_a_stream_speaks_each_sentence_while_the_answer_is_written(
             temperature=0,
             stream=True,
         )
-        for chunk in stream:
+        assert raw.headers["x-voice"] == "alloy"
+        for chunk in raw.parse():
             if not chunk.choices:
                 continue
             delta = chunk.choices[0].delta
@@ -148,7 +160,7 @@ def test_a_stream_speaks_each_sentence_while_the_answer_is_written(
         sentence = audio_delta.transcript.strip()
         assert sentence in written  # its text went out before its audio
         heard = wav_samples(base64.b64decode(audio_delta.data))
-        assert np.array_equal(heard, pipelines.speak(sentence, "alloy"))
+        assert_pcm16_of(heard, pipelines.speak(sentence, "alloy"))
     assert spoken[-1][1].expires_at is not None
 
 

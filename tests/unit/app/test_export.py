@@ -4,6 +4,7 @@ The conversion itself (optimum-cli, in the export venv) is faked at module level
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,9 @@ def test_a_failed_overwrite_keeps_the_old_model(
     repository = tmp_path / "repo"
     model_dir = old_model(repository)
 
-    def fail(source: str, target: Path, weight_format: str, task: str) -> None:
+    def fail(
+        source: str, target: Path, weight_format: str, task: str, extra: Sequence[str] = ()
+    ) -> None:
         (target / "openvino_model.xml").write_text("half written", encoding="utf-8")
         raise ExportError("optimum-cli failed with exit code 1")
 
@@ -132,3 +135,29 @@ def test_a_symbolic_link_out_of_the_repository_is_refused(tmp_path: Path) -> Non
     with pytest.raises(ExportError, match="outside the model repository"):
         export.export_encoder(request(repository, str(ir_source(tmp_path)), "link/m"), "rerank_ov")
     assert list(outside.iterdir()) == []
+
+
+def test_extra_quantization_params_reach_optimum_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """export_model.py's --extra_quantization_params: int4 channel-wise, every layer."""
+    commands: list[list[str]] = []
+
+    class Finished:
+        returncode = 0
+
+    def run(command: list[str], check: bool) -> Finished:
+        commands.append(command)
+        (Path(command[-1]) / "openvino_model.xml").write_text("<net/>", encoding="utf-8")
+        return Finished()
+
+    monkeypatch.setattr(export.shutil, "which", lambda name: f"/bin/{name}")
+    monkeypatch.setattr(export.subprocess, "run", run)
+    extra = ("--sym", "--group-size", "-1", "--ratio", "1.0", "--all-layers")
+    given = request(tmp_path / "repo", "org/model", "m", llm=True)
+    given.weight_format = "int4"
+    given.extra_quantization_params = extra
+    export.export_text_generation(given)
+    (command,) = commands
+    assert command[command.index("--weight-format") + 1] == "int4"
+    assert tuple(command[-1 - len(extra) : -1]) == extra

@@ -115,8 +115,10 @@ def test_every_setting_decodes() -> None:
         tool_parser="hermes3",
         enable_tool_guided_generation=True,
         cache_interval_multiplier=3,
+        gguf_weights="int4_channelwise",
     )
     options = decoded(settings)
+    assert options.gguf_weights == LLMCalculatorOptions.INT4_CHANNELWISE
     assert options.models_path == "models/qwen"
     assert options.device == "GPU.1"
     assert options.max_num_seqs == 8

@@ -13,7 +13,7 @@ import pytest
 from google.protobuf import text_format
 
 from calculators.llm.llm_calculator_pb2 import LLMCalculatorOptions
-from calculators.llm.resources import DRAFT_OPTIONS, UNIMPLEMENTED_OPTIONS, servable_config
+from calculators.llm.resources import DRAFT_OPTIONS, servable_config
 from servables.errors import ServableLoadError
 from servables.llm.model_files import PipelineType
 from servables.llm.servable import LLMServableConfig
@@ -174,6 +174,29 @@ def test_cache_eviction_config(graph_dir: Path) -> None:
         "apply_rotation": True,
         "snapkv_window_size": 16,
     }
+
+
+def test_cache_eviction_kv_crush_config(graph_dir: Path) -> None:
+    """KVCrush (openvino-genai's choice of evicted blocks to keep) was parsed and dropped."""
+    sizes = "start_size: 32 recent_size: 128 max_cache_size: 672"
+    result = config(
+        graph_dir,
+        f"cache_eviction_config {{ {sizes} kv_crush_config {{ budget: 4 anchor_point_mode: MEAN "
+        "rng_seed: 7 } }",
+    )
+    assert result.scheduler["cache_eviction_config"]["kvcrush_config"] == {
+        "budget": 4,
+        "anchor_point_mode": "MEAN",
+        "rng_seed": 7,
+    }
+    defaults = config(graph_dir, f"cache_eviction_config {{ {sizes} kv_crush_config {{ }} }}")
+    assert defaults.scheduler["cache_eviction_config"]["kvcrush_config"] == {
+        "budget": 0,
+        "anchor_point_mode": "RANDOM",
+        "rng_seed": 0,
+    }
+    without = config(graph_dir, f"cache_eviction_config {{ {sizes} }}")
+    assert "kvcrush_config" not in without.scheduler["cache_eviction_config"]
 
 
 @pytest.mark.parametrize(
@@ -358,19 +381,15 @@ def test_missing_draft_models_path_names_the_draft_field(graph_dir: Path) -> Non
     assert error.param == "draft_models_path"
 
 
-# ------------------------------------------------------------------------- unimplemented options
+# ------------------------------------------------------------------------- chat_template_mode
 
 
-def test_unimplemented_options_are_accepted_with_a_warning(
-    graph_dir: Path, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize(("given", "mode"), [("", None), ("JINJA", "JINJA"), ("MINJA", "MINJA")])
+def test_chat_template_mode_reaches_the_servable(
+    graph_dir: Path, given: str, mode: str | None
 ) -> None:
-    assert set(UNIMPLEMENTED_OPTIONS) == {"chat_template_mode"}
-    with caplog.at_level(logging.WARNING, logger="calculators.llm.resources"):
-        result = servable_config(options("chat_template_mode: JINJA"), graph_dir, "smol")
-    assert result.name == "smol"
-    warned = [record.getMessage() for record in caplog.records]
-    for option in UNIMPLEMENTED_OPTIONS:
-        assert f"smol: option {option} is accepted but not implemented by graphrt yet" in warned
+    text = f"chat_template_mode: {given}" if given else ""
+    assert servable_config(options(text), graph_dir, "smol").chat_template_mode == mode
 
 
 def test_parser_options_reach_the_servable(graph_dir: Path) -> None:
@@ -449,3 +468,26 @@ def test_a_lora_alias_given_twice_fails_the_load(graph_dir: Path) -> None:
     entry = 'lora_adapters { alias: "a" path: "a.safetensors" } '
     with pytest.raises(ServableLoadError, match="'a' is used twice"):
         servable_config(options(entry * 2), graph_dir, "base")
+
+
+def test_gguf_weights_default_to_the_files_own(graph_dir: Path) -> None:
+    assert config(graph_dir).gguf_weights == "genai"
+
+
+@pytest.mark.parametrize("name", ["INT4_CHANNELWISE", "INT8_CHANNELWISE"])
+def test_gguf_weights_layout_reaches_the_servable(graph_dir: Path, name: str) -> None:
+    assert config(graph_dir, f"gguf_weights: {name}").gguf_weights == name.lower()
+
+
+def test_gguf_weights_need_a_gguf(graph_dir: Path) -> None:
+    (graph_dir / "ir").mkdir()
+    error = load_error(graph_dir, 'models_path: "ir" gguf_weights: INT4_CHANNELWISE')
+    assert error.param == "gguf_weights"
+    assert "applies to a .gguf models_path" in error.message
+
+
+def test_gguf_weights_and_lora_adapters_are_refused_together(graph_dir: Path) -> None:
+    text = 'gguf_weights: INT8_CHANNELWISE lora_adapters { alias: "a" path: "adapter" }'
+    error = load_error(graph_dir, text)
+    assert error.param == "gguf_weights"
+    assert "lora_adapters" in error.message

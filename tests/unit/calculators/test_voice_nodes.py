@@ -21,18 +21,19 @@ import base64
 import io
 import json
 import time
+import wave
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import soundfile
 from google.protobuf import text_format
 
 import calculators.voice.audio_reply  # registers the calculators
 import calculators.voice.sentence_splitter  # noqa: F401
-from calculators.http.replies import HttpReply, Reply, encode
+from calculators.http.replies import HttpReply, JsonReply, Reply, SseEvents, encode
 from calculators.llm.answer import ChatChunk
 from calculators.voice.packets import SentenceAudio, SentenceBatch, SpokenBatch
 from graphruntime import Graph, Packet
@@ -48,6 +49,7 @@ from servables.openai.responses import (
     error_body,
     sse_frame,
 )
+from servables.text_to_speech.servable import VOICE_HEADER
 from tests.unit.servables.test_image_gen_protocol import assert_schema_valid
 
 GRAPH = Path(__file__).resolve().parents[3] / "examples/voice_chat/models/voice-chat/graph.pbtxt"
@@ -132,8 +134,16 @@ def spoken(text: str, seed: int, length: int = 800, rate: int = 16_000) -> Sente
 
 
 def wav_samples(data: bytes) -> tuple[Samples, int]:
-    samples, rate = soundfile.read(io.BytesIO(data), dtype="float32")
-    return samples, rate
+    """A 16-bit PCM WAV (OpenAI's `wav`, which Python's `wave` module reads): samples, rate."""
+    with wave.open(io.BytesIO(data)) as reader:
+        assert (reader.getsampwidth(), reader.getnchannels()) == (2, 1)
+        pcm = np.frombuffer(reader.readframes(reader.getnframes()), "<i2")
+        return (pcm / 32768).astype(np.float32), reader.getframerate()
+
+
+def assert_pcm16_of(samples: Samples, expected: Samples) -> None:
+    assert samples.shape == expected.shape
+    assert np.max(np.abs(samples - expected)) <= 1 / 32767
 
 
 def is_audio(event: Any) -> bool:
@@ -321,7 +331,14 @@ def reply_run(
     for timestamp, batch in speech:
         runner.add("SPEECH", Packet(batch, timestamp))
     runner.run()
-    return [(p.payload, int(p.timestamp)) for p in runner.outputs("HTTP_RESPONSE_PAYLOAD")]
+    return [(body(p.payload), int(p.timestamp)) for p in runner.outputs("HTTP_RESPONSE_PAYLOAD")]
+
+
+def body(payload: Any) -> Any:
+    """A packet of the reply node without the X-Voice header its first spoken packet has."""
+    if isinstance(payload, JsonReply | SseEvents) and payload.headers:
+        return replace(payload, headers={})
+    return payload
 
 
 def assert_increasing(outputs: list[tuple[Any, int]]) -> None:
@@ -431,7 +448,7 @@ def test_reply_stream_text_and_audio_chunks_in_order() -> None:
         assert audio["transcript"].strip() == sentence.text
         samples, rate = wav_samples(base64.b64decode(audio["data"]))
         assert rate == sentence.rate
-        np.testing.assert_array_equal(samples, sentence.samples)
+        assert_pcm16_of(samples, sentence.samples)
     assert [("expires_at" in audio_of(e)) for e in audio_events] == [False, False, True]
     expires = audio_of(audio_events[-1])["expires_at"]
     assert abs(expires - (int(time.time()) + EXPIRES_AFTER)) <= 5
@@ -564,7 +581,7 @@ def test_reply_unary_answer_carries_message_audio() -> None:
     assert audio["transcript"] == expected["choices"][0]["message"]["content"]
     samples, rate = wav_samples(base64.b64decode(audio["data"]))
     assert rate == 16_000
-    np.testing.assert_array_equal(samples, np.concatenate([s1.samples, s2.samples, s3.samples]))
+    assert_pcm16_of(samples, np.concatenate([s1.samples, s2.samples, s3.samples]))
     assert abs(audio["expires_at"] - (int(time.time()) + EXPIRES_AFTER)) <= 5
     body["choices"][0]["message"]["audio"] = audio
     assert_schema_valid("CreateChatCompletionResponse", body)
@@ -586,7 +603,7 @@ def test_reply_unary_answer_and_its_speech_in_one_call() -> None:
     assert timestamp == 0
     audio = json.loads(encode(payload))["choices"][0]["message"]["audio"]
     samples, _ = wav_samples(base64.b64decode(audio["data"]))
-    np.testing.assert_array_equal(samples, sentence.samples)
+    assert_pcm16_of(samples, sentence.samples)
 
 
 # ------------------------------------------------------ arrival order, one packet at a time
@@ -599,9 +616,12 @@ class Steps:
         self.runner = CalculatorRunner(REPLY)
         self.graph = Graph(self.runner.graph)
         self.out: list[tuple[Any, int]] = []
-        self.graph.observe_output_stream(
-            "output", lambda _, p: self.out.append((p.payload, int(p.timestamp)))
-        )
+        self.packets: list[Any] = []  # as they went out, headers included
+        self.graph.observe_output_stream("output", lambda _, p: self._out(p))
+
+    def _out(self, packet: Packet) -> None:
+        self.packets.append(packet.payload)
+        self.out.append((body(packet.payload), int(packet.timestamp)))
 
     async def start(self) -> None:
         await self.graph.start_run({})
@@ -643,6 +663,10 @@ async def test_steps_text_is_held_until_the_first_speech_then_flows() -> None:
     assert sent[-1 - len(closing) : -1] == closing and sent[-1] == "[DONE]"
     await steps.finish()
     assert_increasing(steps.out)
+    # The first packet out names who spoke (a response header); the others are plain frames.
+    first, *rest = steps.packets
+    assert isinstance(first, SseEvents) and first.headers == {VOICE_HEADER: "default"}
+    assert all(not packet.headers for packet in rest)
 
 
 async def test_steps_a_text_answer_is_not_held() -> None:
@@ -661,12 +685,15 @@ async def test_steps_unary_answer_goes_out_with_the_final_batch() -> None:
     await steps.start()
     assert await steps.send_raw("audio_reply", UNARY_WAV, 0) == []
     assert await steps.send_raw("answer", unary, 0) == []
-    assert await steps.send_raw("speech", SpokenBatch([spoken("Hi.", 1)], False), 0) == []
-    sent = await steps.send_raw("speech", SpokenBatch([spoken("Bye.", 2)], True), 1)
+    first = SpokenBatch([spoken("Hi.", 1)], False, "alloy")  # the voice is known from the first
+    assert await steps.send_raw("speech", first, 0) == []
+    sent = await steps.send_raw("speech", SpokenBatch([spoken("Bye.", 2)], True, "alloy"), 1)
     [(payload, _)] = sent
     assert json.loads(encode(payload))["choices"][0]["message"]["audio"]["transcript"] == "Hi. Bye."
     await steps.finish()
     assert len(steps.out) == 1
+    [reply] = steps.packets
+    assert isinstance(reply, JsonReply) and reply.headers == {VOICE_HEADER: "alloy"}
 
 
 def test_reply_an_error_mid_stream_ends_it_as_chat_streams_end() -> None:

@@ -315,7 +315,8 @@ def test_read_only_root_has_writable_cache_and_tmp() -> None:
     assert main["securityContext"]["readOnlyRootFilesystem"] is True
     env = {variable["name"]: variable["value"] for variable in main["env"]}
     writable = {path for path, volume in mounts(pod).items() if "emptyDir" in volume}
-    assert {env["GRAPHRT_CACHE"], env["HOME"], "/tmp"} <= writable
+    # /opt/cache: OpenVINO's compiled-model cache, which the image turns on (--cache_dir).
+    assert {env["GRAPHRT_CACHE"], env["HOME"], "/tmp", "/opt/cache"} <= writable
 
 
 def test_serving_runtime_runs_the_inference_service() -> None:

@@ -5,6 +5,7 @@ format, with every refusal a 400 naming the form field. Inputs are written with 
 from __future__ import annotations
 
 import io
+import wave
 from typing import Any
 
 import numpy as np
@@ -203,12 +204,30 @@ def test_content_types() -> None:
     }
 
 
-def test_wav_is_float32_and_bit_exact() -> None:
+def test_wav_is_16_bit_pcm_that_pythons_wave_module_reads() -> None:
+    """OpenAI's WAV: 16-bit PCM, which every reader takes (`wave` refuses float: format 3)."""
     samples = np.random.default_rng(0).uniform(-1.5, 1.5, 5_000).astype(np.float32)
     data, _ = encode_audio(samples, 16_000, "wav")
+    with wave.open(io.BytesIO(data)) as reader:
+        assert (reader.getsampwidth(), reader.getnchannels()) == (2, 1)
+        assert reader.getframerate() == 16_000
+        pcm = np.frombuffer(reader.readframes(reader.getnframes()), "<i2")
+    expected = np.clip(samples, -1.0, 1.0)
+    assert np.max(np.abs(pcm / 32768 - expected)) <= 1 / 32768 + 1e-6
+
+
+def test_float_wav_is_32_bit_float_and_bit_exact() -> None:
+    """OVMS's WAV (its speech endpoint): lossless."""
+    samples = np.random.default_rng(0).uniform(-1.5, 1.5, 5_000).astype(np.float32)
+    data, content_type = encode_audio(samples, 16_000, "wav", float_wav=True)
     decoded, sound = read(data)
     assert sound.subtype == "FLOAT" and sound.samplerate == 16_000
+    assert content_type == "audio/wav"
     assert np.array_equal(decoded, samples)  # nothing clipped or rounded
+    # The flag is about WAV only: other formats are what they are.
+    assert encode_audio(samples, 16_000, "flac", float_wav=True) == encode_audio(
+        samples, 16_000, "flac"
+    )
 
 
 def test_flac_is_16_bit_at_the_model_rate() -> None:

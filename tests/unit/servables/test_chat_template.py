@@ -22,6 +22,7 @@ from servables.llm.chat_template import (
     find_template,
     special_token,
 )
+from servables.llm.genai_template import GenAiChatTemplate
 
 USER = [{"role": "user", "content": "Hello"}]
 
@@ -340,3 +341,37 @@ def test_smollm2_template_matches_the_engine_tokenizer(smollm2_tokenizer: Any, n
     golden = smollm2_tokenizer.apply_chat_template(messages, add_generation_prompt=True)
     assert ours == golden
     assert ours.endswith("<|im_start|>assistant\n")
+
+
+# ------------------------------------------------------- chat_template_mode: MINJA (genai renders)
+
+
+def test_minja_renders_the_models_template_as_genai_does(smollm2_tokenizer: Any) -> None:
+    source = find_template(None, smollm2_tokenizer.chat_template)
+    minja = GenAiChatTemplate(source, smollm2_tokenizer)
+    for messages in CONVERSATIONS.values():
+        assert minja.render(messages) == smollm2_tokenizer.apply_chat_template(messages, True)
+
+
+def test_minja_is_genais_engine_not_jinja2(smollm2_tokenizer: Any) -> None:
+    """Python's `%` formatting renders in Jinja2, and is an error in minja: a template (or a
+    quirk) renders as it does in OVMS's MINJA mode."""
+    source = TemplateSource("{{ '%s!' % messages[0]['content'] }}", "test")
+    messages = [{"role": "user", "content": "hi"}]
+    assert ChatTemplate(source).render(messages) == "hi!"
+    with pytest.raises(InvalidRequest, match="chat template could not render") as refused:
+        GenAiChatTemplate(source, smollm2_tokenizer).render(messages)
+    assert refused.value.param == "messages"
+    assert "/home/" not in refused.value.message  # the build machine's paths left out
+
+
+def test_minja_gets_tools_and_chat_template_kwargs(smollm2_tokenizer: Any) -> None:
+    text = "{{ tools[0]['function']['name'] }} {{ mood }} {{ add_generation_prompt }}"
+    minja = GenAiChatTemplate(TemplateSource(text, "test"), smollm2_tokenizer)
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
+    rendered = minja.render(
+        [{"role": "user", "content": "x"}], tools=tools, extra={"mood": "sunny"}
+    )
+    assert rendered == "get_weather sunny True"
+    with pytest.raises(InvalidRequest, match="reserved name 'messages'"):
+        minja.render([{"role": "user", "content": "x"}], extra={"messages": []})

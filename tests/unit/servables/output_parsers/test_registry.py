@@ -28,6 +28,7 @@ from servables.llm.output_parsers.testing import calls_of
         ("mistral", "qwen3"),
         ("phi4", "qwen3"),
         ("gptoss", "gptoss"),
+        ("minicpm5", "minicpm5"),
         (None, None),
     ],
 )
@@ -40,8 +41,6 @@ def test_valid_names_and_pairs(tool_parser: str | None, reasoning_parser: str | 
     [
         ("hermes", None, "tool_parser", "unknown tool_parser 'hermes'; supported: hermes3, "),
         (None, "deepseek_r1", "reasoning_parser", "unknown reasoning_parser 'deepseek_r1'"),
-        ("minicpm5", None, "tool_parser", "tool_parser 'minicpm5' is not supported by graphrt"),
-        (None, "minicpm5", "reasoning_parser", "reasoning_parser 'minicpm5' is not supported"),
     ],
 )
 def test_unknown_names_are_load_errors_that_list_the_choices(
@@ -57,7 +56,13 @@ def test_unknown_names_are_load_errors_that_list_the_choices(
 
 @pytest.mark.parametrize(
     ("tool_parser", "reasoning_parser"),
-    [("gptoss", "qwen3"), ("hermes3", "gptoss"), ("devstral", "qwen3"), ("qwen3coder", "gptoss")],
+    [
+        ("gptoss", "qwen3"),
+        ("hermes3", "gptoss"),
+        ("devstral", "qwen3"),
+        ("qwen3coder", "gptoss"),
+        ("minicpm5", "qwen3"),
+    ],
 )
 def test_pairs_that_need_different_decoding_are_rejected_as_ovms_does(
     tool_parser: str, reasoning_parser: str
