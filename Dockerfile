@@ -29,6 +29,8 @@ COPY pyproject.toml README.md /src/
 COPY graphruntime /src/graphruntime
 COPY calculators /src/calculators
 COPY servables /src/servables
+COPY graphrt /src/graphrt
+COPY pyovms /src/pyovms
 
 RUN --mount=type=cache,target=/root/.cache/pip \
     /opt/graphrt/venv/bin/pip install /src
