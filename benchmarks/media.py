@@ -60,7 +60,7 @@ from graphrt.export.text_graphs import (  # noqa: E402
     text_generation_graph,
 )
 from graphrt.serving import default_model  # noqa: E402
-from servables.text.sentences import sentences  # noqa: E402
+from servables.io.text.sentences import sentences  # noqa: E402
 
 PROPERTIES = {"NUM_STREAMS": "1"}
 SENTENCES = (

@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 from media import Server, clip, load_media_models, wav  # noqa: E402  (benchmarks/media.py)
 
 from graphrt.serving import default_model  # noqa: E402
-from servables.text.sentences import sentences  # noqa: E402
+from servables.io.text.sentences import sentences  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "voice_chat"
 MODEL = "voice-chat"

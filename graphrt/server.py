@@ -8,7 +8,7 @@ requests for it get 503, /metrics answers, and a failed pull ends the server wit
 
 On SIGINT/SIGTERM the server stops accepting, lets in-flight requests and streams finish for up
 to --shutdown_timeout seconds, stops the engine processes and returns 0. Engine processes do
-not take these signals themselves (servables.engine.lifetime), so signalling the whole process
+not take these signals themselves (servables.llm.engine.lifetime), so signalling the whole process
 group drains the same way. A second SIGINT/SIGTERM during the drain ends the process at once
 with 128 + the signal's number (130 for SIGINT, 143 for SIGTERM, as a shell reports a process
 the signal killed); its engine processes die with it, as they do whenever their frontend
@@ -31,14 +31,14 @@ from typing import Any
 from aiohttp import web
 
 from calculators.http.services import MEDIA_POLICY
-from graphrt.export.lora_modules import LoraModulesError, parse_lora_modules, with_lora_modules
-from graphrt.export.media_graphs import (
+from graphrt.export.image_audio_graphs import (
     MEDIA_TASKS,
     CompositeLoraSetting,
     LoraSetting,
     media_graph,
     parse_source_loras,
 )
+from graphrt.export.lora_modules import LoraModulesError, parse_lora_modules, with_lora_modules
 from graphrt.export.text_graphs import (
     EmbeddingsSettings,
     RerankSettings,
@@ -72,11 +72,11 @@ from graphrt.serving.monitoring import Monitoring
 from graphrt.serving.policy import ServingPolicy
 from graphrt.serving.settings import ServerSettings
 from servables import openvino_defaults
-from servables.audio.codec import AudioLimits
-from servables.media.sources import MediaPolicy
+from servables.io.audio.codec import AudioLimits
+from servables.io.images.sources import MediaPolicy
 from servables.ov_model.model_files import is_classic_model, loose_model_files
 from servables.ov_model.versions import ModelConfig
-from servables.supervision import RestartPolicy
+from servables.runtime.supervision import RestartPolicy
 
 logger = logging.getLogger("graphrt")
 

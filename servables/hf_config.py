@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from servables.io.request_fields import is_integer
+
 logger = logging.getLogger(__name__)
 
 MAX_LENGTH_FIELDS = (
@@ -29,7 +31,7 @@ def max_model_length(config: Mapping[str, Any]) -> int | None:
     """The context length from a parsed config.json, with OVMS's field list and order."""
     for field in MAX_LENGTH_FIELDS:
         value = config.get(field)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        if is_integer(value) and value > 0:
             return value
     return None
 

@@ -604,7 +604,7 @@ ROOT = SCRIPT.parents[1]
 # The code that writes an export: a change to it rebuilds the fixtures.
 EXPORT_CODE = tuple(
     ROOT / "graphrt" / "export" / name
-    for name in ("text_tasks.py", "media_tasks.py", "media_graphs.py")
+    for name in ("text_tasks.py", "image_audio_tasks.py", "image_audio_graphs.py")
 )
 
 

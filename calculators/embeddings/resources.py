@@ -11,6 +11,7 @@ from pathlib import Path
 from calculators.embeddings.embeddings_calculator_ov_pb2 import EmbeddingsCalculatorOVOptions
 from calculators.encoders.options import batch_limits
 from calculators.model_paths import resolve_model_dir
+from calculators.node_resources import node_options
 from calculators.plugin_config import parse_plugin_config
 from graphruntime.validation import NodeSpec, ValidatedGraph
 from servables.embeddings.servable import EmbeddingsConfig, EmbeddingsServable
@@ -51,7 +52,5 @@ def servable_config(
 def build_embeddings_servable(
     graph: ValidatedGraph, node: NodeSpec, owner: str
 ) -> EmbeddingsServable:
-    options = graph.node_options(node, EmbeddingsCalculatorOVOptions)
-    if not isinstance(options, EmbeddingsCalculatorOVOptions):
-        raise ServableLoadError(f'node "{node.name}" has no EmbeddingsCalculatorOVOptions')
+    options = node_options(graph, node, EmbeddingsCalculatorOVOptions)
     return EmbeddingsServable(servable_config(options, Path(graph.directory), owner))

@@ -14,7 +14,8 @@ from calculators.http.payload import PAYLOAD_TAGS, HttpPayload, request_body
 from calculators.http.replies import JsonReply
 from calculators.node_resources import node_servable
 from graphruntime import Calculator, CalculatorContext, CalculatorContract
-from servables.openai.tokenize import TokenizeRequest, tokenize_reply
+from servables.io.text.tokenize import TokenizeRequest
+from servables.openai.tokenize import tokenize_reply
 
 REQUEST, RESPONSE = PAYLOAD_TAGS[1]  # OVMS's encoder graphs: REQUEST_PAYLOAD, RESPONSE_PAYLOAD
 

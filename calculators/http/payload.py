@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from servables.errors import InvalidRequest
-from servables.request_fields import Form
+from servables.io.request_fields import Form
 
 REQUEST = "HTTP_REQUEST_PAYLOAD"
 RESPONSE = "HTTP_RESPONSE_PAYLOAD"

@@ -9,6 +9,6 @@ base64 data URLs only, the safe default.
 from __future__ import annotations
 
 from graphruntime.services import GraphService
-from servables.media.sources import MediaPolicy
+from servables.io.images.sources import MediaPolicy
 
 MEDIA_POLICY: GraphService[MediaPolicy] = GraphService("media_policy", MediaPolicy)

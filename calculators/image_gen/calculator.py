@@ -33,9 +33,9 @@ from typing import ClassVar
 from calculators.http.apis import Api
 from calculators.http.payload import HttpPayload, request_body
 from calculators.http.replies import JsonReply, Reply, SseEvents
+from calculators.image_audio.node import ImageAudioCalculator
 from calculators.image_gen.image_gen_calculator_pb2 import ImageGenCalculatorOptions
 from calculators.image_gen.resources import build_image_gen_servable
-from calculators.media.node import MediaCalculator
 from graphruntime import register_calculator
 from graphruntime.resources import ResourceFactory
 from servables.errors import InvalidRequest
@@ -47,15 +47,15 @@ from servables.image_gen.protocol import (
     response_body,
 )
 from servables.image_gen.servable import ImageGenServable, PartialImage
-from servables.media.images import ImageLimits
-from servables.pipelines.runner import Finished
-from servables.request_fields import RequestFields
+from servables.io.images.images import ImageLimits
+from servables.io.request_fields import RequestFields
+from servables.runtime.thread_runner import Finished
 
 RESOURCES = "IMAGE_GEN_NODE_RESOURCES"
 
 
 @register_calculator
-class ImageGenCalculator(MediaCalculator):
+class ImageGenCalculator(ImageAudioCalculator):
     options_type = ImageGenCalculatorOptions
     resources = RESOURCES
     kind = "Image Generation"

@@ -20,6 +20,7 @@ from calculators.image_gen.image_gen_calculator_pb2 import (
     LoraLoadMode,
 )
 from calculators.model_paths import graph_relative, resolve_model_dir
+from calculators.node_resources import node_options
 from calculators.plugin_config import parse_plugin_config
 from graphruntime.validation import NodeSpec, ValidatedGraph
 from servables.errors import ServableLoadError
@@ -179,7 +180,5 @@ def servable_config(
 
 
 def build_image_gen_servable(graph: ValidatedGraph, node: NodeSpec, owner: str) -> ImageGenServable:
-    options = graph.node_options(node, ImageGenCalculatorOptions)
-    if not isinstance(options, ImageGenCalculatorOptions):
-        raise ServableLoadError(f'node "{node.name}" has no ImageGenCalculatorOptions')
+    options = node_options(graph, node, ImageGenCalculatorOptions)
     return ImageGenServable(servable_config(options, Path(graph.directory), owner))

@@ -49,6 +49,7 @@ from calculators.node_resources import node_servable
 from graphruntime import CalculatorContext, CalculatorContract, register_calculator
 from graphruntime.resources import ResourceFactory
 from servables.errors import ServableError
+from servables.llm.request import Endpoint
 from servables.llm.servable import LLMServable
 from servables.openai.generation_answer import (
     RESPONSE_ENDS,
@@ -56,7 +57,6 @@ from servables.openai.generation_answer import (
     StreamStep,
     generation_answer,
 )
-from servables.openai.protocol import Endpoint
 from servables.openai.tokenize import tokenize_reply
 
 logger = logging.getLogger(__name__)

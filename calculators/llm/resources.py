@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from calculators.llm.llm_calculator_pb2 import LLMCalculatorOptions
+from calculators.node_resources import node_options
 from calculators.plugin_config import parse_plugin_config
 from graphruntime.validation import NodeSpec, ValidatedGraph
 from servables.errors import ServableLoadError
@@ -203,9 +204,7 @@ def servable_config(
 
 
 def build_llm_servable(graph: ValidatedGraph, node: NodeSpec, owner: str) -> LLMServable:
-    options = graph.node_options(node, LLMCalculatorOptions)
-    if not isinstance(options, LLMCalculatorOptions):
-        raise ServableLoadError(f'node "{node.name}" has no LLMCalculatorOptions')
+    options = node_options(graph, node, LLMCalculatorOptions)
     return LLMServable(
         servable_config(options, Path(graph.directory), owner, logging.getLogger().level)
     )

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from calculators.encoders.options import batch_limits
 from calculators.model_paths import resolve_model_dir
+from calculators.node_resources import node_options
 from calculators.plugin_config import parse_plugin_config
 from calculators.rerank.rerank_calculator_ov_pb2 import RerankCalculatorOVOptions
 from graphruntime.validation import NodeSpec, ValidatedGraph
@@ -43,7 +44,5 @@ def servable_config(options: RerankCalculatorOVOptions, graph_dir: Path, name: s
 
 
 def build_rerank_servable(graph: ValidatedGraph, node: NodeSpec, owner: str) -> RerankServable:
-    options = graph.node_options(node, RerankCalculatorOVOptions)
-    if not isinstance(options, RerankCalculatorOVOptions):
-        raise ServableLoadError(f'node "{node.name}" has no RerankCalculatorOVOptions')
+    options = node_options(graph, node, RerankCalculatorOVOptions)
     return RerankServable(servable_config(options, Path(graph.directory), owner))

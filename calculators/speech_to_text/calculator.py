@@ -40,14 +40,14 @@ from typing import ClassVar
 from calculators.http.apis import Api
 from calculators.http.payload import HttpPayload
 from calculators.http.replies import HttpReply, Reply, SseEvents
-from calculators.media.node import MediaCalculator
+from calculators.image_audio.node import ImageAudioCalculator
 from calculators.speech_to_text.resources import build_transcription_servable
 from calculators.speech_to_text.s2t_calculator_pb2 import S2tCalculatorOptions
 from graphruntime import register_calculator
 from graphruntime.resources import ResourceFactory
 from servables.errors import InvalidRequest
-from servables.pipelines.runner import Finished
-from servables.request_fields import RequestFields
+from servables.io.request_fields import RequestFields
+from servables.runtime.thread_runner import Finished
 from servables.speech_to_text.protocol import (
     delta_event,
     done_event,
@@ -60,7 +60,7 @@ RESOURCES = "STT_NODE_RESOURCES"
 
 
 @register_calculator
-class S2tCalculator(MediaCalculator):
+class S2tCalculator(ImageAudioCalculator):
     options_type = S2tCalculatorOptions
     resources = RESOURCES
     kind = "Speech to text"

@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from calculators.model_paths import resolve_model_dir
+from calculators.node_resources import node_options
 from calculators.plugin_config import parse_plugin_config
 from calculators.speech_to_text.s2t_calculator_pb2 import S2tCalculatorOptions
 from graphruntime.validation import NodeSpec, ValidatedGraph
-from servables.errors import ServableLoadError
 from servables.speech_to_text.servable import TranscriptionConfig, TranscriptionServable
 
 
@@ -32,7 +32,5 @@ def servable_config(
 def build_transcription_servable(
     graph: ValidatedGraph, node: NodeSpec, owner: str
 ) -> TranscriptionServable:
-    options = graph.node_options(node, S2tCalculatorOptions)
-    if not isinstance(options, S2tCalculatorOptions):
-        raise ServableLoadError(f'node "{node.name}" has no S2tCalculatorOptions')
+    options = node_options(graph, node, S2tCalculatorOptions)
     return TranscriptionServable(servable_config(options, Path(graph.directory), owner))

@@ -37,12 +37,12 @@ import numpy as np
 from calculators.http.apis import Api
 from calculators.http.payload import HttpPayload, request_body
 from calculators.http.replies import HttpReply, Reply, SseEvents
-from calculators.media.node import MediaCalculator
+from calculators.image_audio.node import ImageAudioCalculator
 from calculators.text_to_speech.resources import build_speech_servable
 from calculators.text_to_speech.t2s_calculator_pb2 import T2sCalculatorOptions
 from graphruntime import register_calculator
 from graphruntime.resources import ResourceFactory
-from servables.audio.codec import Samples, encode_audio
+from servables.io.audio.codec import Samples, encode_audio
 from servables.text_to_speech.protocol import delta_event, done_event, parse_speech
 from servables.text_to_speech.servable import VOICE_HEADER, SpeechServable, SpokenSentence
 
@@ -50,7 +50,7 @@ RESOURCES = "TTS_NODE_RESOURCES"
 
 
 @register_calculator
-class T2sCalculator(MediaCalculator):
+class T2sCalculator(ImageAudioCalculator):
     options_type = T2sCalculatorOptions
     resources = RESOURCES
     kind = "Text to speech"

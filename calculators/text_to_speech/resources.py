@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 from calculators.model_paths import graph_relative, resolve_model_dir
+from calculators.node_resources import node_options
 from calculators.plugin_config import parse_plugin_config
 from calculators.text_to_speech.t2s_calculator_pb2 import T2sCalculatorOptions
 from graphruntime.validation import NodeSpec, ValidatedGraph
@@ -36,7 +37,5 @@ def servable_config(options: T2sCalculatorOptions, graph_dir: Path, name: str) -
 
 
 def build_speech_servable(graph: ValidatedGraph, node: NodeSpec, owner: str) -> SpeechServable:
-    options = graph.node_options(node, T2sCalculatorOptions)
-    if not isinstance(options, T2sCalculatorOptions):
-        raise ServableLoadError(f'node "{node.name}" has no T2sCalculatorOptions')
+    options = node_options(graph, node, T2sCalculatorOptions)
     return SpeechServable(servable_config(options, Path(graph.directory), owner))

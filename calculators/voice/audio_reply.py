@@ -42,7 +42,7 @@ from calculators.http.replies import JsonReply, SseEvents
 from calculators.llm.answer import ChatChunk
 from calculators.voice.packets import SpokenBatch
 from graphruntime import Calculator, CalculatorContext, CalculatorContract, register_calculator
-from servables.audio.codec import encode_audio
+from servables.io.audio.codec import encode_audio
 from servables.openai.audio_chat import AudioReply, answer_audio, audio_chunk, closing_chunks
 from servables.text_to_speech.servable import VOICE_HEADER
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 from calculators.llm.answer import ChatChunk
 from calculators.voice.packets import SentenceBatch
 from graphruntime import Calculator, CalculatorContext, CalculatorContract, register_calculator
+from servables.io.text.sentences import SentenceBuffer
 from servables.openai.audio_chat import AudioReply
-from servables.text.sentences import SentenceBuffer
 
 CHUNK = "CHUNK"
 AUDIO_REPLY = "AUDIO_REPLY"

@@ -37,6 +37,7 @@ from calculators.speech_to_text.s2t_calculator_pb2 import S2tCalculatorOptions
 from graphruntime import Calculator, CalculatorContext, CalculatorContract, register_calculator
 from graphruntime.resources import ResourceFactory
 from servables.errors import InvalidRequest
+from servables.io.request_fields import UploadedFile
 from servables.openai.audio_chat import (
     AudioPart,
     AudioReply,
@@ -45,8 +46,7 @@ from servables.openai.audio_chat import (
     refuse_audio_ids,
     text_request,
 )
-from servables.pipelines.runner import Finished
-from servables.request_fields import UploadedFile
+from servables.runtime.thread_runner import Finished
 from servables.speech_to_text.protocol import TranscriptionRequest
 from servables.speech_to_text.servable import TranscriptionServable
 

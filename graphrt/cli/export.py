@@ -19,8 +19,8 @@ from graphrt.cli.options import (
     media_flags,
     parse_bool,
 )
-from graphrt.export.media_graphs import MEDIA_TASKS
-from graphrt.export.media_tasks import DEFAULT_VOCODER, MediaExportSettings, export_media
+from graphrt.export.image_audio_graphs import MEDIA_TASKS
+from graphrt.export.image_audio_tasks import DEFAULT_VOCODER, MediaExportSettings, export_media
 from graphrt.export.text_graphs import (
     EmbeddingsSettings,
     RerankSettings,

@@ -19,7 +19,7 @@ from graphrt.cli import graph as graph_command
 from graphrt.cli import serve as serve_command
 from graphrt.cli.options import add_subgraph_path_argument, add_user_code_arguments
 from graphrt.observability import request_ids
-from servables.engine.lifetime import LOG_PATH_ENVIRONMENT
+from servables.llm.engine.lifetime import LOG_PATH_ENVIRONMENT
 
 __all__ = ["build_parser", "main"]
 

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from graphrt.export.media_graphs import MediaFlags
+from graphrt.export.image_audio_graphs import MediaFlags
 from graphrt.server import StartupError
 
 __all__ = [

@@ -1,6 +1,6 @@
 """What the graph writers share: pbtxt string literals, and reading a model directory's JSON.
 
-text_graphs.py (text generation, embeddings, rerank) and media_graphs.py (image generation and
+text_graphs.py (text generation, embeddings, rerank) and image_audio_graphs.py (image generation and
 audio) write OVMS's graphs and recognise a model's task from its files the same way.
 """
 

@@ -3,7 +3,7 @@
 Used in memory by `graphrt serve --model_path ...` when the directory has no graph.pbtxt, and on
 disk by `graphrt export text_generation|embeddings_ov|rerank_ov`. Each graph is OVMS's template,
 field for field. `infer_task` picks the graph for a model directory as OVMS's task detection
-does (the image and audio graphs are in media_graphs.py).
+does (the image and audio graphs are in image_audio_graphs.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from graphrt.export.graph_text import architectures, quote, read_json
-from graphrt.export.media_graphs import MEDIA_TASKS, image_task, media_task
+from graphrt.export.image_audio_graphs import MEDIA_TASKS, image_task, media_task
 
 GRAPH_TEMPLATE = """input_stream: "HTTP_REQUEST_PAYLOAD:input"
 output_stream: "HTTP_RESPONSE_PAYLOAD:output"

@@ -73,7 +73,7 @@ class ExportRequest:
     config_file_path: Path | None
     model_name: str | None
     weight_format: str
-    # An image or audio task's settings are media_tasks.MediaExportSettings.
+    # An image or audio task's settings are image_audio_tasks.MediaExportSettings.
     graph: TextGenerationSettings | EmbeddingsSettings | RerankSettings | Any
     overwrite_models: bool = False
     # More optimum-cli arguments for a Hugging Face source (export_model.py's

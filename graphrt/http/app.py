@@ -31,7 +31,7 @@ from graphrt.serving.model_repository import ModelRepository
 from graphrt.serving.settings import ServerSettings
 from graphruntime.errors import GraphError
 from servables.errors import ServableError
-from servables.openai.responses import error_body
+from servables.openai.bodies import error_body
 
 logger = logging.getLogger(__name__)
 

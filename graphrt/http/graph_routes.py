@@ -47,7 +47,7 @@ from graphrt.http.stream_endings import (
 )
 from graphrt.observability.metrics import RequestRecord
 from servables.errors import InvalidRequest, ServableError
-from servables.request_fields import Form, RequestFields, model_of
+from servables.io.request_fields import Form, RequestFields, model_of
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from graphrt.errors import RequestTooLarge
 from servables.errors import InvalidRequest
-from servables.request_fields import Form, FormValue, UploadedFile
+from servables.io.request_fields import Form, FormValue, UploadedFile
 
 MAX_PARTS = 256
 CHUNK = 1 << 16

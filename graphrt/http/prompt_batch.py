@@ -26,6 +26,7 @@ from calculators.http.replies import (
     json_of,
 )
 from servables.errors import InvalidRequest
+from servables.io.request_fields import is_integer, is_number
 from servables.openai.messages import token_ids
 
 Replies = AsyncGenerator[Reply, None]
@@ -52,7 +53,7 @@ def split_prompts(body: dict[str, Any]) -> list[dict[str, Any]] | None:
 
 def choices_per_prompt(body: dict[str, Any]) -> int:
     n = body.get("n", 1)
-    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
+    return n if is_integer(n) and n > 0 else 1
 
 
 def _add_usage(total: dict[str, Any], usage: dict[str, Any]) -> dict[str, Any]:
@@ -60,7 +61,7 @@ def _add_usage(total: dict[str, Any], usage: dict[str, Any]) -> dict[str, Any]:
     for key, value in usage.items():
         if isinstance(value, dict):
             total[key] = _add_usage(dict(total.get(key) or {}), value)
-        elif isinstance(value, int | float) and not isinstance(value, bool):
+        elif is_number(value):
             total[key] = total.get(key, 0) + value
         else:
             total.setdefault(key, value)

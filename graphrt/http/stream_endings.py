@@ -31,8 +31,8 @@ from calculators.http.replies import (
     events_of,
     parse_events,
 )
-from servables.openai.responses import error_body
-from servables.openai.responses_output import ResponseEnvelope, response_object
+from servables.openai.bodies import error_body
+from servables.openai.responses.output import ResponseEnvelope, response_object
 
 __all__ = [
     "ChatStreamFailure",

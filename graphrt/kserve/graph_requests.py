@@ -39,6 +39,7 @@ from graphruntime.graph import Graph
 from graphruntime.packet import Packet
 from graphruntime.validation import ValidatedGraph
 from servables.errors import InvalidRequest, ServableError
+from servables.io.request_fields import is_integer
 from servables.python_model.tensor import Tensor
 
 logger = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ def packet_timestamp(request: InferRequest, default: int) -> int:
     if TIMESTAMP_PARAMETER not in request.parameters:
         return default
     value = request.parameters[TIMESTAMP_PARAMETER]
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_integer(value):
         raise InvalidRequest(
             f"Invalid timestamp format in request parameter {TIMESTAMP_PARAMETER}. Should be int64"
         )

@@ -15,7 +15,7 @@ from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, M
 from prometheus_client.registry import Collector
 
 from servables.encoders.batcher import EncoderStats
-from servables.histogram import Histogram
+from servables.runtime.histogram import Histogram
 
 
 def node_resources(servables: Iterable[Any]) -> Iterator[Any]:

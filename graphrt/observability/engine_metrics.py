@@ -16,7 +16,7 @@ Two views of the same numbers:
   names are graphrt's, and the picker reads them through an engine configuration
   (deploy/kubernetes/gateway/).
 
-Running and waiting are the engine's own counts (servables.engine.batching); the frontend's
+Running and waiting are the engine's own counts (servables.llm.engine.batching); the frontend's
 `active` and `queued` count requests from their hand-over to their end, so they include requests
 still on their way to the engine.
 """
@@ -39,7 +39,7 @@ class Engine:
     servable: str  # the servable's (graph's) name
     model: str  # what a request's `model` says to reach it: the base model or an adapter
     adapter: bool
-    client: Any  # servables.engine.client.EngineClient
+    client: Any  # servables.llm.engine.client.EngineClient
 
 
 def engines_of(servables: Iterable[Any]) -> list[Engine]:

@@ -28,10 +28,10 @@ from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Met
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from servables.histogram import Tally
 from servables.ov_model.inference_stats import OVMS_US_BUCKETS, InferenceStats
 from servables.ov_model.model import OpenVINOModel
 from servables.ov_model.versions import VersionedModel
+from servables.runtime.histogram import Tally
 
 API = "KServe"
 INTERFACES = ("gRPC", "REST")

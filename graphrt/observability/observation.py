@@ -18,7 +18,7 @@ from graphruntime.profiler import GraphProfiler
 from graphruntime.resources import GraphResources
 from graphruntime.stats import RATE_WINDOW_SECONDS, GraphStats
 from graphruntime.validation import ValidatedGraph
-from servables.pipelines.runner import PipelineRunner
+from servables.runtime.thread_runner import PipelineRunner
 
 
 @dataclass(frozen=True)

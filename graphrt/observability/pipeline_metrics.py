@@ -1,12 +1,12 @@
 """Prometheus metrics of the image and audio servables, read when Prometheus scrapes.
 
-Each of those servables runs its pipeline through a PipelineRunner (servables/pipelines), which
-counts what it does without knowing Prometheus: requests finished, failed and cancelled, the
-requests running and waiting, the time a request waited and took, and the time of each pipeline
-step (a denoising step of an image, a piece of a transcript, a spoken sentence). This collector
-turns those numbers into metric families labelled with the servable's name and kind
-(image_generation, speech2text, text2speech). OVMS's per-graph request metrics cover these
-servables as they cover LLMs.
+Each of those servables runs its pipeline through a PipelineRunner
+(servables/runtime/thread_runner.py), which counts what it does without knowing Prometheus: requests
+finished, failed and cancelled, the requests running and waiting, the time a request waited and
+took, and the time of each pipeline step (a denoising step of an image, a piece of a transcript, a
+spoken sentence). This collector turns those numbers into metric families labelled with the
+servable's name and kind (image_generation, speech2text, text2speech). OVMS's per-graph request
+metrics cover these servables as they cover LLMs.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from graphrt.observability.encoder_metrics import histogram_buckets, node_resources
-from servables.pipelines.runner import PipelineRunner
+from servables.runtime.thread_runner import PipelineRunner
 
 
 def pipeline_servables(servables: Iterable[Any]) -> list[Any]:

@@ -37,7 +37,7 @@ from graphruntime.resources import GraphResources
 from graphruntime.services import GraphService
 from graphruntime.validation import ValidatedGraph
 from servables.errors import InvalidRequest, ServableError, ServableNotReady
-from servables.supervision import Supervisor, SupervisorState
+from servables.runtime.supervision import Supervisor, SupervisorState
 
 logger = logging.getLogger(__name__)
 

@@ -48,7 +48,7 @@ from graphruntime.services import GraphService
 from servables.errors import ModelNotFound, ServableNotReady
 from servables.ov_model.model import OpenVINOModel
 from servables.ov_model.versions import ModelConfig, VersionedModel
-from servables.supervision import Supervisor
+from servables.runtime.supervision import Supervisor
 
 logger = logging.getLogger(__name__)
 

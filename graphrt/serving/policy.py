@@ -1,8 +1,9 @@
 """The operator's serving settings, applied to every servable the repository loads.
 
-Servables with a worker process expose a `supervisor` (servables.supervision) and servables with
-an engine queue an `admission` (servables.admission); the server finds them by those attributes,
-so it applies the restart policy and queue bound to any kind of servable without knowing it.
+Servables with a worker process expose a `supervisor` (servables.runtime.supervision) and servables
+with an engine queue an `admission` (servables.runtime.admission); the server finds them by those
+attributes, so it applies the restart policy and queue bound to any kind of servable without knowing
+it.
 
 The queue bound comes from `--max_queued_requests`, unless a graph sets its own with a comment
 line in graph.pbtxt:
@@ -21,10 +22,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from servables.admission import DEFAULT_MAX_QUEUED, HasAdmission
-from servables.audio.codec import AudioLimits
 from servables.errors import ServableLoadError
-from servables.supervision import HasMoreSupervisors, HasSupervisor, RestartPolicy, Supervisor
+from servables.io.audio.codec import AudioLimits
+from servables.runtime.admission import DEFAULT_MAX_QUEUED, HasAdmission
+from servables.runtime.supervision import (
+    HasMoreSupervisors,
+    HasSupervisor,
+    RestartPolicy,
+    Supervisor,
+)
 
 QUEUE_DIRECTIVE = "GRAPHRT_MAX_QUEUED_REQUESTS"
 _DIRECTIVE = re.compile(rf"^\s*#\s*{QUEUE_DIRECTIVE}\s*:\s*(\S*)\s*$", re.MULTILINE)

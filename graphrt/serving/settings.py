@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from graphrt.export.media_graphs import MediaFlags
+from graphrt.export.image_audio_graphs import MediaFlags
 from servables.openvino_defaults import OpenVinoDefaults
 
 

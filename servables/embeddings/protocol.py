@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from servables.errors import InvalidRequest
+from servables.io.request_fields import is_integer
 
 EncodingFormat = Literal["float", "base64"]
 KNOWN_FIELDS = {"model", "input", "encoding_format", "dimensions", "user"}
@@ -38,7 +39,7 @@ class EmbeddingsRequest:
 
 
 def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return is_integer(value)
 
 
 INPUT_TYPES = (

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from servables.encoders.model import EncodedInput
-from servables.histogram import LATENCY_BUCKETS, Histogram
+from servables.runtime.histogram import LATENCY_BUCKETS, Histogram
 
 logger = logging.getLogger(__name__)
 

@@ -20,13 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
-from servables.admission import CountedAdmission
 from servables.encoders.batcher import BatchLimits, DynamicBatcher, EncoderStats
 from servables.encoders.model import EncodedInput, EncoderModel
 from servables.encoders.model_dir import model_config
 from servables.encoders.tokenizer import EncoderTokenizer
 from servables.errors import ServableLoadError, ServableNotReady
-from servables.openai.tokenize import TokenizeRequest, encode
+from servables.io.request_fields import is_integer
+from servables.io.text.tokenize import TokenizeRequest, encode
+from servables.runtime.admission import CountedAdmission
 
 
 @dataclass
@@ -62,7 +63,7 @@ class EncoderServable(ABC, Generic[ConfigT, Result]):
         # config.json (read once): the subclasses take their context and more from it.
         self.hf_config = model_config(config.models_path)
         pad = self.hf_config.get("pad_token_id")
-        self.pad_token_id = pad if isinstance(pad, int) and not isinstance(pad, bool) else 0
+        self.pad_token_id = pad if is_integer(pad) else 0
         self.tokenizer: EncoderTokenizer | None = None
         self.model: EncoderModel | None = None
         self.batcher: DynamicBatcher[Result] | None = None

@@ -1,7 +1,7 @@
 """OpenAI's image API on an image generation servable: requests checked, responses written.
 
 `POST /images/generations` takes JSON, `POST /images/edits` a multipart form with `image` and an
-optional `mask`; both read the same fields (servables.request_fields), with OVMS's extensions
+optional `mask`; both read the same fields (servables.io.request_fields), with OVMS's extensions
 (`num_inference_steps`, `guidance_scale`, `strength`, `negative_prompt`, `rng_seed`, ...) and
 OVMS's refusals, reworded only where OVMS's say less than they should. Beyond OVMS: `stream`
 with `partial_images` (denoising previews as OpenAI's `image_generation.partial_image` events),
@@ -30,8 +30,8 @@ from PIL import Image
 
 from servables.errors import InvalidRequest
 from servables.image_gen.config import ImageGenConfig, Resolution
-from servables.media.images import ImageLimits, decode_image, decode_mask
-from servables.request_fields import RequestFields
+from servables.io.images.images import ImageLimits, decode_image, decode_mask
+from servables.io.request_fields import RequestFields, is_number
 
 OutputFormat = Literal["png", "jpeg", "webp"]
 OUTPUT_FORMATS: tuple[OutputFormat, ...] = ("png", "jpeg", "webp")
@@ -186,7 +186,7 @@ def _lora_alphas(fields: RequestFields) -> dict[str, float] | None:
         raise InvalidRequest("lora_alphas must be an object", param="lora_alphas")
     alphas: dict[str, float] = {}
     for key, alpha in value.items():
-        if not isinstance(alpha, int | float) or isinstance(alpha, bool):
+        if not is_number(alpha):
             raise InvalidRequest(
                 f"lora_alphas value for '{key}' must be a number", param="lora_alphas"
             )

@@ -4,7 +4,7 @@ As in OVMS, the models of one diffusers directory are loaded and compiled once: 
 pipeline is built from the directory and the image-to-image and text-to-image pipelines are
 derived from it, sharing its compiled models (a model that has no inpainting form gets
 image-to-image, then text-to-image, from the directory instead). Requests run one at a time on
-the servable's thread (servables.pipelines.runner; the pipelines release the GIL), so the event
+the servable's thread (servables.runtime.thread_runner; the pipelines release the GIL), so the event
 loop and an LLM beside them go on. The step callback of each generation does three things:
 counts the step for /metrics, stops the generation within one denoising step once the request
 is cancelled (its client went away), and, for a stream, decodes the latent into a preview at
@@ -39,8 +39,8 @@ from servables.image_gen.protocol import (
     encode_image,
     preview_steps,
 )
-from servables.pipelines.runner import Finished, Job
-from servables.pipelines.servable import PipelineServable
+from servables.runtime.pipeline_servable import PipelineServable
+from servables.runtime.thread_runner import Finished, Job
 
 logger = logging.getLogger(__name__)
 

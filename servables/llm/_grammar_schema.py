@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from servables.errors import InvalidRequest
+from servables.io.request_fields import is_integer, is_number
 from servables.llm._grammar_regex import check_regex
 
 __all__ = ["check_json_schema", "json_schema_text"]
@@ -224,7 +225,7 @@ class _Checker:
             if key not in schema:
                 continue
             value = schema[key]
-            if not isinstance(value, (int, float)) or isinstance(value, bool):
+            if not is_number(value):
                 raise self.fail(where, f"{key} must be a number")
             if isinstance(value, float) and not math.isfinite(value):
                 raise self.fail(where, f"{key} must be a finite number")
@@ -273,7 +274,7 @@ class _Checker:
         lengths = [key for key in ("minLength", "maxLength") if key in schema]
         for key in lengths:
             value = schema[key]
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            if not is_integer(value) or value < 0:
                 raise self.fail(where, f"{key} must be a non-negative integer")
         if lengths and schema.get("minLength", 0) > schema.get("maxLength", float("inf")):
             raise self.fail(where, "minLength is greater than maxLength")
@@ -297,7 +298,7 @@ class _Checker:
         for key in ("minItems", "maxItems"):
             if key in schema:
                 value = schema[key]
-                if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                if not is_integer(value) or value < 0:
                     raise self.fail(where, f"{key} must be a non-negative integer")
                 counts[key] = value
         if counts.get("minItems", 0) > counts.get("maxItems", 1 << 62):
@@ -344,7 +345,7 @@ class _Checker:
         for key in ("minProperties", "maxProperties"):
             if key in schema:
                 value = schema[key]
-                if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                if not is_integer(value) or value < 0:
                     raise self.fail(where, f"{key} must be a non-negative integer")
                 counts[key] = value
         if counts.get("minProperties", 0) > counts.get("maxProperties", 1 << 62):

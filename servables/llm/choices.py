@@ -13,12 +13,31 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
-from servables.engine.client import EngineClient, RequestStream
 from servables.llm.detokenizer import IncrementalDetokenizer, TokenTexts
+from servables.llm.engine.client import EngineClient, RequestStream
 from servables.llm.output_parsers import OutputParser, ParsedDelta, ToolCallDelta
+from servables.llm.request import SamplingRequest
 from servables.llm.tokenizer_batcher import TokenizerBatcher
-from servables.openai.protocol import SamplingRequest
-from servables.openai.responses import TokenLogprob, Usage
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    token: str
+    # None only for echoed prompt tokens nothing predicted (the first; see SequenceDelta)
+    logprob: float | None
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+        }
 
 
 @dataclass

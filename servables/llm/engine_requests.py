@@ -16,9 +16,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from servables.engine.messages import AddRequest
 from servables.errors import InvalidRequest
+from servables.io.images.images import ImageArray
 from servables.llm.chat_template import PromptTemplate
+from servables.llm.engine.messages import AddRequest
+from servables.llm.forced_calls import ForcedCallParser, forced_call_constraint
 from servables.llm.grammar_check import check_json_schema
 from servables.llm.model_files import PipelineType
 from servables.llm.output_parsers import (
@@ -27,10 +29,7 @@ from servables.llm.output_parsers import (
     prompt_opens_reasoning,
     tool_call_structural_tag,
 )
-from servables.media.images import ImageArray
-from servables.openai.protocol import GenerationRequest, SamplingRequest
-from servables.openai.structured_output import OutputConstraint
-from servables.openai.tools import ForcedCallParser, forced_call_constraint
+from servables.llm.request import GenerationRequest, OutputConstraint, SamplingRequest
 
 # Used as max_new_tokens when neither the request, the graph nor the model bounds the output.
 FALLBACK_MAX_NEW_TOKENS = 4096
@@ -41,7 +40,7 @@ PROMPT_LOOKUP_NGRAM = 3
 DEFAULT_SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "repetition_penalty", "do_sample")
 
 # Images one request may carry. Each decodes to at most 4096x4096 RGB (48 MiB, see
-# servables/media/images.py), and a small PNG of one colour can be that big once decoded, so
+# servables/io/images/images.py), and a small PNG of one colour can be that big once decoded, so
 # without a cap one request within the body limit could ask for gigabytes.
 MAX_IMAGES_PER_REQUEST = 32
 

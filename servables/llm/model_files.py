@@ -23,6 +23,7 @@ from typing import Any, BinaryIO
 
 from servables.errors import ServableLoadError
 from servables.hf_config import max_model_length as max_model_length_in
+from servables.io.request_fields import is_integer
 
 logger = logging.getLogger(__name__)
 
@@ -217,7 +218,7 @@ def vocabulary_size(path: Path) -> int | None:
         return None
     for source in (data, data.get("text_config"), data.get("llm_config")):
         value = source.get("vocab_size") if isinstance(source, dict) else None
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        if is_integer(value) and value > 0:
             return value
     return None
 

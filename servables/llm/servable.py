@@ -32,15 +32,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from servables.admission import Admission
-from servables.engine.client import EngineClient
-from servables.engine.messages import EngineSpec
 from servables.errors import (
     GrammarNotCompiled,
     InvalidRequest,
     ServableLoadError,
     ServableNotReady,
 )
+from servables.io.images.images import ImageArray
+from servables.io.images.sources import MediaPolicy, load_images
+from servables.io.text.tokenize import TokenizeRequest, encode
 from servables.llm.chat_template import (
     ChatTemplate,
     PromptTemplate,
@@ -51,10 +51,13 @@ from servables.llm.choices import (
     ChoiceUpdate,
     GenerationEvent,
     RequestStats,
+    Usage,
     choice_events,
     new_choices,
 )
 from servables.llm.detokenizer import TokenTexts
+from servables.llm.engine.client import EngineClient
+from servables.llm.engine.messages import EngineSpec
 from servables.llm.engine_requests import (
     DEFAULT_SAMPLING_FIELDS,
     check_capabilities,
@@ -78,13 +81,10 @@ from servables.llm.model_files import (
     vocabulary_size,
 )
 from servables.llm.output_parsers import detect_parsers, validate_parser_names
+from servables.llm.request import GenerationRequest, Limits
 from servables.llm.tokenizer_batcher import TokenizerBatcher
-from servables.media.images import ImageArray
-from servables.media.sources import MediaPolicy, load_images
-from servables.openai.protocol import GenerationRequest, Limits
-from servables.openai.responses import Usage
-from servables.openai.tokenize import TokenizeRequest, encode
-from servables.supervision import Supervisor
+from servables.runtime.admission import Admission
+from servables.runtime.supervision import Supervisor
 
 logger = logging.getLogger(__name__)
 
@@ -351,12 +351,12 @@ class LLMServable:
 
     @property
     def supervisor(self) -> Supervisor:
-        """Restarts the engine process when it dies (servables.supervision)."""
+        """Restarts the engine process when it dies (servables.runtime.supervision)."""
         return self.engine.supervisor
 
     @property
     def admission(self) -> Admission:
-        """Bounds the requests waiting for the engine (servables.admission)."""
+        """Bounds the requests waiting for the engine (servables.runtime.admission)."""
         return self.engine.admission
 
     # ------------------------------------------------------------------------------ requests
@@ -435,7 +435,9 @@ class LLMServable:
         if constraint is not None:
             config["structured_output"] = constraint.engine_fields()
             known = engine.grammar_failure(constraint.engine_fields())
-            if known is not None:  # it broke an engine step before (servables/engine/batching.py)
+            if (
+                known is not None
+            ):  # it broke an engine step before (servables/llm/engine/batching.py)
                 raise InvalidRequest(f"{constraint.param}: {known}", param=constraint.param)
         # Last: everything cheap to refuse has been checked before any image is fetched.
         images = await self._images(request, media)

@@ -31,7 +31,7 @@ class AudioReply:
     """How to speak the answer: the voice, the file format (the codec's name), streaming."""
 
     voice: str | None
-    format: str  # a servables.audio.codec OUTPUT_FORMATS key
+    format: str  # a servables.io.audio.codec OUTPUT_FORMATS key
     stream: bool
     id: str = ""
 

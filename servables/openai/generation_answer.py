@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servables.errors import InvalidRequest, ServableError, readable_message
-from servables.llm.choices import GenerationEvent
+from servables.llm.choices import GenerationEvent, TokenLogprob
 from servables.llm.output_parsers import ParsedDelta, ToolCall
 from servables.llm.output_parsers.base import assemble
-from servables.openai.protocol import Endpoint, GenerationRequest, Limits, parse_request
-from servables.openai.responses import Choice, ResponseBuilder, TokenLogprob, error_body
-from servables.openai.responses_api import (
+from servables.llm.request import Endpoint, GenerationRequest, Limits
+from servables.openai.bodies import Choice, ResponseBuilder, error_body
+from servables.openai.protocol import parse_request
+from servables.openai.responses import (
     ResponseEnvelope,
     ResponsesStream,
     parse_responses_request,

@@ -7,23 +7,16 @@ servables.openai.protocol parses the rest of the request.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from servables.errors import InvalidRequest
+from servables.io.request_fields import is_integer
+from servables.llm.request import ImageInput
 
 INT32_MAX = 2_147_483_647
 # openvino-genai's model-independent image placeholder is `<ov_genai_image_N>`; clients may not
 # write it themselves (they could point at another request's image slot or break the count).
 IMAGE_TAG_PREFIX = "<ov_genai_image_"
-
-
-@dataclass(frozen=True)
-class ImageInput:
-    """One image_url part: its URL (data, http(s) or path) and where it was in the request."""
-
-    url: str
-    param: str  # e.g. "messages[1].content[0].image_url.url", for error messages
 
 
 def _image_url(part: dict[str, Any], index: int, position: int) -> str:
@@ -136,7 +129,7 @@ def parse_messages(body: dict[str, Any]) -> tuple[list[dict[str, Any]], list[Ima
 def token_ids(prompt: list[Any], where: str) -> list[int] | None:
     """`prompt` as token ids when it is a non-empty list of integers (None when it is not); ids
     out of range are refused, naming the prompt `where`."""
-    if not prompt or not all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+    if not prompt or not all(is_integer(t) for t in prompt):
         return None
     if not all(0 <= t <= INT32_MAX for t in prompt):
         raise InvalidRequest(f"{where} token ids must be between 0 and {INT32_MAX}", param="prompt")

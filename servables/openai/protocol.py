@@ -14,24 +14,18 @@ servables.openai.messages; this module reads every other field.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from servables.errors import InvalidRequest
-from servables.openai.messages import ImageInput, parse_messages, parse_prompt
-from servables.openai.structured_output import (
-    CONSTRAINT_FIELDS,
-    OutputConstraint,
-    parse_constraint,
-)
-from servables.openai.tools import ToolChoice, parse_tool_choice, parse_tools
-from servables.request_fields import model_of
+from servables.io.request_fields import is_integer, is_number, model_of
+from servables.llm.request import Endpoint, GenerationRequest, Limits, SamplingRequest
+from servables.openai.messages import parse_messages, parse_prompt
+from servables.openai.structured_output import CONSTRAINT_FIELDS, parse_constraint
+from servables.openai.tools import parse_tool_choice, parse_tools
 
 UINT32_MAX = 4_294_967_295
 MAX_STOP_STRINGS = 16
 
-
-Endpoint = Literal["chat", "completions"]
 
 _COMMON_FIELDS = {
     "model",
@@ -73,72 +67,11 @@ _CHAT_FIELDS = {
 _COMPLETION_FIELDS = {"prompt", "echo", "suffix"}
 
 
-@dataclass
-class SamplingRequest:
-    """What both endpoints share: output limits and sampling controls, as validated."""
-
-    max_tokens: int | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    top_k: int | None = None
-    min_p: float | None = None
-    repetition_penalty: float | None = None
-    length_penalty: float | None = None
-    frequency_penalty: float | None = None
-    presence_penalty: float | None = None
-    seed: int | None = None
-    stop: list[str] = field(default_factory=list)
-    include_stop_str_in_output: bool = False
-    ignore_eos: bool = False
-    n: int = 1
-    best_of: int | None = None
-    logprobs: bool = False
-    top_logprobs: int = 0
-    skip_special_tokens: bool = True
-
-
-@dataclass
-class GenerationRequest:
-    """A validated request for either endpoint."""
-
-    endpoint: Endpoint
-    model: str
-    stream: bool
-    include_usage: bool
-    sampling: SamplingRequest
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    prompt: str | list[int] | None = None
-    echo: bool = False
-    # Tool definitions for the template and the parser; None when there are none or
-    # tool_choice is "none" (then the template does not see them and nothing is parsed).
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: ToolChoice = field(default_factory=ToolChoice)
-    parallel_tool_calls: bool = True
-    # The grammar the engine must follow (response_format, guided_*, structured_outputs).
-    constraint: OutputConstraint | None = None
-    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
-    # image_url parts in order; message content holds `<ov_genai_image_N>` where image N was
-    images: list[ImageInput] = field(default_factory=list)
-    ignored_fields: list[str] = field(default_factory=list)
-
-    @property
-    def has_images(self) -> bool:
-        return bool(self.images)
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Per-servable limits from the graph's LLMCalculatorOptions."""
-
-    max_tokens_limit: int | None = None
-    best_of_limit: int = 20
-
-
 # ------------------------------------------------------------------------------------ readers
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return is_number(value) and math.isfinite(value)
 
 
 def _bool(body: dict[str, Any], name: str, message: str | None = None) -> bool | None:
@@ -154,7 +87,7 @@ def _uint(body: dict[str, Any], name: str) -> int | None:
     value = body.get(name)
     if value is None:
         return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+    if not is_integer(value) or value < 0:
         raise InvalidRequest(f"{name} is not an unsigned integer", param=name)
     if value > UINT32_MAX:
         raise InvalidRequest(f"{name} value can't be greater than {UINT32_MAX}", param=name)
@@ -246,7 +179,7 @@ def _sampling(
     sampling.top_p = _number(body, "top_p", 0.0, 1.0)
     top_k = body.get("top_k")
     if top_k is not None:
-        if not isinstance(top_k, int) or isinstance(top_k, bool):
+        if not is_integer(top_k):
             raise InvalidRequest("top_k is not an integer", param="top_k")
         if top_k != -1 and top_k <= 0:
             raise InvalidRequest(
@@ -264,7 +197,7 @@ def _sampling(
     sampling.presence_penalty = _number(body, "presence_penalty", -2.0, 2.0)
     seed = body.get("seed")
     if seed is not None:
-        if not isinstance(seed, int) or isinstance(seed, bool):
+        if not is_integer(seed):
             raise InvalidRequest("seed is not an integer", param="seed")
         if not 0 <= seed <= UINT32_MAX:
             raise InvalidRequest(f"seed out of range [0, {UINT32_MAX}]", param="seed")
@@ -303,7 +236,7 @@ def _sampling(
         sampling.logprobs = bool(_bool(body, "logprobs"))
         top_logprobs = body.get("top_logprobs")
         if top_logprobs is not None:
-            if not isinstance(top_logprobs, int) or isinstance(top_logprobs, bool):
+            if not is_integer(top_logprobs):
                 raise InvalidRequest("top_logprobs is not an integer", param="top_logprobs")
             if not 0 <= top_logprobs <= 20:
                 raise InvalidRequest("top_logprobs out of range [0, 20]", param="top_logprobs")
@@ -315,7 +248,7 @@ def _sampling(
     else:
         logprobs = body.get("logprobs")
         if logprobs is not None:
-            if not isinstance(logprobs, int) or isinstance(logprobs, bool):
+            if not is_integer(logprobs):
                 raise InvalidRequest("logprobs accepts integer values", param="logprobs")
             if not 0 <= logprobs <= 5:
                 raise InvalidRequest("logprobs out of range [0, 5]", param="logprobs")

@@ -13,15 +13,13 @@ XGrammar), whatever `strict` says: a schema is always followed exactly.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from servables.errors import InvalidRequest
-from servables.llm.grammar_check import check_ebnf, check_regex, json_schema_text
+from servables.llm.grammar_check import check_ebnf, check_regex
+from servables.llm.request import OutputConstraint, json_schema_constraint
 
 __all__ = ["JSON_OBJECT_SCHEMA", "OutputConstraint", "parse_constraint"]
-
-ConstraintKind = Literal["json_schema", "regex", "grammar", "structural_tags_config"]
 
 # `json_object`: any JSON object. XGrammar's schemas are strict (no properties beyond those
 # listed), so the extra properties must be allowed explicitly.
@@ -34,22 +32,6 @@ VLLM_GUIDED = {
     "guided_grammar": "grammar",
 }
 CONSTRAINT_FIELDS = ("response_format", "structured_outputs", *VLLM_GUIDED)
-
-
-@dataclass(frozen=True)
-class OutputConstraint:
-    """A checked grammar for the engine: one StructuredOutputConfig field and its text."""
-
-    kind: ConstraintKind
-    text: str
-    param: str  # the request field it came from, for error messages
-
-    def engine_fields(self) -> dict[str, str]:
-        return {self.kind: self.text}
-
-
-def json_schema_constraint(schema: Any, param: str) -> OutputConstraint:
-    return OutputConstraint("json_schema", json_schema_text(schema, param), param)
 
 
 def _response_format(value: Any) -> OutputConstraint | None:

@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from servables.errors import InvalidRequest
-from servables.request_fields import model_of
+from servables.io.request_fields import is_integer, model_of
+from servables.io.text.tokenize import TokenizeRequest
 
 __all__ = [
     "MAX_LENGTH",
     "MAX_PADDED_TOKENS",
-    "TokenizeRequest",
-    "encode",
     "parse_tokenize_request",
     "tokenize_body",
     "tokenize_reply",
@@ -33,17 +31,6 @@ __all__ = [
 
 MAX_LENGTH = 131072  # the bound on max_length for a servable that knows no context
 MAX_PADDED_TOKENS = 1 << 20  # the texts times max_length of a padded request
-
-
-@dataclass(frozen=True)
-class TokenizeRequest:
-    model: str
-    texts: list[str]
-    batched: bool  # `text` was a list: answer a list of lists
-    max_length: int | None = None  # truncate to this many tokens (and pad to it if asked)
-    pad_to_max_length: bool = False
-    padding_side: str | None = None  # "left" / "right"; None: the tokenizer's own
-    add_special_tokens: bool | None = None  # None: the servable's default
 
 
 def _optional_bool(body: dict[str, Any], name: str, default: bool | None) -> bool | None:
@@ -69,9 +56,7 @@ def parse_tokenize_request(body: Any, context: int | None = None) -> TokenizeReq
         raise InvalidRequest("text must be a string or a non-empty array of strings", param="text")
     max_length = body.get("max_length")
     limit = min(context, MAX_LENGTH) if context else MAX_LENGTH
-    if max_length is not None and (
-        not isinstance(max_length, int) or isinstance(max_length, bool) or max_length <= 0
-    ):
+    if max_length is not None and (not is_integer(max_length) or max_length <= 0):
         raise InvalidRequest("max_length must be a positive integer", param="max_length")
     if max_length is not None and max_length > limit:
         raise InvalidRequest(
@@ -100,39 +85,6 @@ def parse_tokenize_request(body: Any, context: int | None = None) -> TokenizeReq
         padding_side=side,
         add_special_tokens=_optional_bool(body, "add_special_tokens", None),
     )
-
-
-def encode(
-    tokenizer: Any, request: TokenizeRequest, *, special_tokens_by_default: bool = True
-) -> list[list[int]]:
-    """Token ids of each text with an openvino-genai Tokenizer, one text at a time (a batch
-    would pad every text to the longest).
-
-    Tokenizers converted from GGUF files carry no truncation or padding step, and openvino-genai
-    then ignores `max_length` / `pad_to_max_length` silently; so both are (re)applied to the ids,
-    which changes nothing where the tokenizer did it already.
-    """
-    results = []
-    for text in request.texts:
-        encoded = tokenizer.encode(
-            text,
-            add_special_tokens=special_tokens_by_default
-            if request.add_special_tokens is None
-            else request.add_special_tokens,
-            pad_to_max_length=request.pad_to_max_length,
-            max_length=request.max_length,
-            padding_side=request.padding_side,
-            truncation=request.max_length is not None,
-        )
-        ids = [int(token) for token in encoded.input_ids.data[0]]
-        limit = request.max_length
-        if limit is not None and len(ids) > limit:
-            ids = ids[:limit]
-        if request.pad_to_max_length and limit is not None and len(ids) < limit:
-            padding = [int(tokenizer.get_pad_token_id())] * (limit - len(ids))
-            ids = padding + ids if request.padding_side == "left" else ids + padding
-        results.append(ids)
-    return results
 
 
 def tokenize_body(request: TokenizeRequest, tokens: list[list[int]]) -> dict[str, Any]:

@@ -15,37 +15,15 @@ validate against the schema.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from servables.errors import InvalidRequest
-from servables.llm.output_parsers import OutputParser, ParsedDelta, ToolCallDelta
-from servables.llm.output_parsers.schema_refs import embed_schema
-from servables.llm.output_parsers.types import new_call_id
-from servables.openai.structured_output import OutputConstraint, json_schema_constraint
+from servables.llm.request import ToolChoice
 
-__all__ = [
-    "ForcedCallParser",
-    "ToolChoice",
-    "forced_call_constraint",
-    "parse_tool_choice",
-    "parse_tools",
-    "tool_parameters",
-]
+__all__ = ["parse_tool_choice", "parse_tools"]
 
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
-
-
-@dataclass(frozen=True)
-class ToolChoice:
-    mode: Literal["auto", "none", "required", "function"] = "auto"
-    name: str | None = None  # for mode "function"
-
-    @property
-    def forced(self) -> bool:
-        return self.mode in ("required", "function")
 
 
 def parse_tools(value: Any, param: str = "tools") -> list[dict[str, Any]]:
@@ -120,95 +98,3 @@ def parse_tool_choice(value: Any, tools: Sequence[Mapping[str, Any]] | None) -> 
             param="tool_choice.function.name",
         )
     return ToolChoice("function", name)
-
-
-def tool_parameters(tools: Sequence[Mapping[str, Any]], name: str) -> dict[str, Any]:
-    for tool in tools:
-        if tool["function"]["name"] == name:
-            parameters: dict[str, Any] = tool["function"]["parameters"]
-            return parameters
-    raise KeyError(name)
-
-
-def forced_call_constraint(
-    tools: Sequence[Mapping[str, Any]], choice: ToolChoice, parallel_tool_calls: bool
-) -> OutputConstraint:
-    """The grammar for a "required" or named choice; see the module docstring."""
-    if choice.mode == "function":
-        assert choice.name is not None
-        index = next(i for i, t in enumerate(tools) if t["function"]["name"] == choice.name)
-        return json_schema_constraint(
-            tool_parameters(tools, choice.name), f"tools[{index}].function.parameters"
-        )
-    alternatives = []
-    definitions: dict[str, Any] = {}
-    for index, tool in enumerate(tools):
-        function = tool["function"]
-        # Its local references must still resolve inside the combined schema.
-        arguments = embed_schema(function["parameters"], f"tool_{index}_parameters", definitions)
-        alternatives.append(
-            {
-                "type": "object",
-                "properties": {"name": {"const": function["name"]}, "arguments": arguments},
-                "required": ["name", "arguments"],
-            }
-        )
-    schema: dict[str, Any] = {"type": "array", "items": {"anyOf": alternatives}, "minItems": 1}
-    if definitions:
-        schema["$defs"] = definitions
-    if not parallel_tool_calls:
-        schema["maxItems"] = 1
-    return json_schema_constraint(schema, "tools")
-
-
-class ForcedCallParser(OutputParser):
-    """Reads the output a forced `tool_choice` grammar produced (see the module docstring).
-
-    A named choice streams: the call's id and name with the first text, then each piece of text
-    as an arguments fragment. "required" waits for the whole array, then gives every call. If
-    generation was cut short (max_tokens) and the array does not parse, its text is content.
-    """
-
-    def __init__(self, name: str | None) -> None:
-        self.name = name
-        self._started = False
-        self._text: list[str] = []
-
-    def feed(self, text: str) -> ParsedDelta:
-        if not text:
-            return ParsedDelta()
-        if self.name is None:
-            self._text.append(text)
-            return ParsedDelta()
-        if not self._started:
-            self._started = True
-            return ParsedDelta(tool_calls=[ToolCallDelta(0, new_call_id(), self.name, text)])
-        return ParsedDelta(tool_calls=[ToolCallDelta(0, arguments=text)])
-
-    def finish(self) -> ParsedDelta:
-        if self.name is not None:
-            if not self._started:  # no output at all: still a call, with no arguments
-                self._started = True
-                return ParsedDelta(tool_calls=[ToolCallDelta(0, new_call_id(), self.name, "{}")])
-            return ParsedDelta()
-        text = "".join(self._text)
-        try:
-            items = json.loads(text)
-        except ValueError:
-            return ParsedDelta(content=text)
-        if not isinstance(items, list):
-            return ParsedDelta(content=text)
-        calls: list[ToolCallDelta] = []
-        for item in items:
-            if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-                return ParsedDelta(content=text)
-            arguments = item.get("arguments", {})
-            calls.append(
-                ToolCallDelta(
-                    len(calls),
-                    new_call_id(),
-                    item["name"],
-                    json.dumps(arguments, ensure_ascii=False),
-                )
-            )
-        return ParsedDelta(tool_calls=calls)

@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from servables.io.request_fields import is_integer
+
 DEFAULT_MAX_BATCH_SIZE = 16
 KEYS = frozenset(
     {
@@ -81,13 +83,13 @@ class DynamicBatchingConfig:
         if concurrent is not None:
             concurrent = _positive(value, "max_concurrent_batches", 1, where)
         delay = value.get("max_queue_delay_microseconds", 0)
-        if isinstance(delay, bool) or not isinstance(delay, int) or delay < 0:
+        if not is_integer(delay) or delay < 0:
             raise ValueError(f"{where}.max_queue_delay_microseconds must be a non-negative integer")
         preferred = value.get("preferred_batch_size", [])
-        if isinstance(preferred, int) and not isinstance(preferred, bool):
+        if is_integer(preferred):
             preferred = [preferred]
         if not isinstance(preferred, list) or not all(
-            isinstance(p, int) and not isinstance(p, bool) and 0 < p <= size for p in preferred
+            is_integer(p) and 0 < p <= size for p in preferred
         ):
             raise ValueError(
                 f"{where}.preferred_batch_size must be a list of integers from 1 to "
@@ -98,6 +100,6 @@ class DynamicBatchingConfig:
 
 def _positive(value: dict[str, Any], key: str, default: int, where: str) -> int:
     number = value.get(key, default)
-    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+    if not is_integer(number) or number < 1:
         raise ValueError(f"{where}.{key} must be a positive integer")
     return number

@@ -41,8 +41,8 @@ from typing import Any
 import numpy as np
 
 from servables.errors import ServableError
-from servables.histogram import Histogram
 from servables.ov_model.batching_config import DynamicBatchingConfig
+from servables.runtime.histogram import Histogram
 
 logger = logging.getLogger(__name__)
 

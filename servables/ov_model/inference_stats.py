@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from servables.histogram import Tally
+from servables.runtime.histogram import Tally
 
 OVMS_US_BUCKETS = tuple(float(math.floor(10 * 1.8**i)) for i in range(33))
 

@@ -25,6 +25,7 @@ import numpy as np
 from servables.encoders.model import EncodedInput, IdArray
 from servables.encoders.model_dir import model_config, read_json
 from servables.encoders.tokenizer import EncoderTokenizer
+from servables.io.request_fields import is_integer
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +97,7 @@ def _token_id(
 ) -> int | None:
     """config.json's `<name>_token_id`, else tokenizer_config.json's token encoded (as OVMS)."""
     value = config.get(f"{name}_token_id")
-    if isinstance(value, int) and not isinstance(value, bool) and value != 0:
+    if is_integer(value) and value != 0:
         return value
     token = tokenizer_config.get(f"{name}_token")
     if isinstance(token, dict):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servables.errors import InvalidRequest
+from servables.io.request_fields import is_integer
 
 KNOWN_FIELDS = {
     "model",
@@ -42,7 +43,7 @@ def _positive_int(body: dict[str, Any], name: str) -> int | None:
     value = body.get(name)
     if value is None:
         return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+    if not is_integer(value) or value < 1:
         raise InvalidRequest(f"{name} must be a positive integer", param=name)
     return value
 

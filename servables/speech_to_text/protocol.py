@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from servables.errors import InvalidRequest
-from servables.openai.responses import dumps
-from servables.request_fields import RequestFields, UploadedFile
+from servables.io.request_fields import RequestFields, UploadedFile
+from servables.openai.bodies import dumps
 
 ResponseFormat = Literal["json", "text", "verbose_json", "srt", "vtt"]
 RESPONSE_FORMATS: tuple[ResponseFormat, ...] = ("json", "text", "verbose_json", "srt", "vtt")

@@ -1,7 +1,7 @@
 """The speech-to-text servable: Whisper through openvino-genai's WhisperPipeline.
 
-Uploads are decoded and resampled to Whisper's 16 kHz on a worker thread (servables.audio), then
-transcribed on the servable's own thread, one request at a time (servables.pipelines.runner;
+Uploads are decoded and resampled to Whisper's 16 kHz on a worker thread (servables.io.audio), then
+transcribed on the servable's own thread, one request at a time (servables.runtime.thread_runner;
 `generate()` releases the GIL). The pipeline's streamer sees every piece of text as it is
 decoded: it counts steps for /metrics, sends the pieces as transcript deltas when the request
 streams, and stops the generation once the request is cancelled. Timestamps come from the
@@ -20,16 +20,16 @@ from typing import Any
 
 import numpy as np
 
-from servables.audio.codec import (
+from servables.errors import InvalidRequest, ServableLoadError, readable_message
+from servables.io.audio.codec import (
     AudioLimits,
     Samples,
     audio_seconds,
     decode_audio,
     probe_audio,
 )
-from servables.errors import InvalidRequest, ServableLoadError, readable_message
-from servables.pipelines.runner import Finished, Job
-from servables.pipelines.servable import PipelineServable
+from servables.runtime.pipeline_servable import PipelineServable
+from servables.runtime.thread_runner import Finished, Job
 from servables.speech_to_text.protocol import Segment, Transcript, TranscriptionRequest, Word
 
 logger = logging.getLogger(__name__)

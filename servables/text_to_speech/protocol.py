@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from servables.audio.codec import OUTPUT_FORMATS
 from servables.errors import InvalidRequest
-from servables.request_fields import RequestFields
+from servables.io.audio.codec import OUTPUT_FORMATS
+from servables.io.request_fields import RequestFields
 
 MAX_INPUT = 4096  # characters, OpenAI's limit
 IGNORED = ("instructions",)

@@ -1,7 +1,7 @@
 """The text-to-speech servable: SpeechT5 or Kokoro through openvino-genai's Text2SpeechPipeline.
 
 The text is spoken one sentence per `generate()` call, on the servable's own thread, one request
-at a time (servables.pipelines.runner; `generate()` releases the GIL). Sentence by sentence
+at a time (servables.runtime.thread_runner; `generate()` releases the GIL). Sentence by sentence
 because it bounds what one call holds, lets a cancelled request stop between sentences, and lets
 a stream send each sentence's audio as soon as it is spoken; never several texts in one call,
 which 2026.4 answers with the last text's waveform for every entry. Each waveform is copied out
@@ -26,11 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from servables.audio.codec import Samples
 from servables.errors import InvalidRequest, ServableLoadError, readable_message
-from servables.pipelines.runner import Finished, Job
-from servables.pipelines.servable import PipelineServable
-from servables.text.sentences import sentences
+from servables.io.audio.codec import Samples
+from servables.io.text.sentences import sentences
+from servables.runtime.pipeline_servable import PipelineServable
+from servables.runtime.thread_runner import Finished, Job
 from servables.text_to_speech.protocol import SpeechRequest
 
 logger = logging.getLogger(__name__)

@@ -45,7 +45,7 @@ MAX_REQUEST_SIZE = 1 << 20
 READY_TIMEOUT = 120.0
 STOP_TIMEOUT = 60.0
 # The server's DEBUG lines of an LLM request: submitted (servables/llm/servable.py), its first
-# tokens and its end as the engine sent them (servables/engine/client.py); with their times.
+# tokens and its end as the engine sent them (servables/llm/engine/client.py); with their times.
 ENGINE_EVENT = re.compile(
     r"^(\S+ \S+) DEBUG .*?(?:: request (\d+), |engine request (\d+): (first tokens|sequence))",
     re.MULTILINE,

@@ -1,4 +1,5 @@
-"""A grammar the engine cannot compile fails its own request only (servables/engine/batching.py).
+"""A grammar the engine cannot compile fails its own request only
+(servables/llm/engine/batching.py).
 
 The tests drive a real engine process (EngineClient, the tiny llama, openvino-genai's
 ContinuousBatchingPipeline) with requests sent straight to the engine, so the grammars skip
@@ -18,14 +19,15 @@ from typing import Any
 
 import pytest
 
-from servables.engine.client import EngineClient
-from servables.engine.messages import AddRequest, EngineSpec
 from servables.errors import GrammarNotCompiled, InvalidRequest
+from servables.llm.engine.client import EngineClient
+from servables.llm.engine.messages import AddRequest, EngineSpec
 from servables.llm.grammar_check import check_ebnf, check_regex, json_schema_text
+from servables.llm.request import Limits
 from servables.llm.servable import LLMServable, LLMServableConfig
 from servables.openai import structured_output
-from servables.openai.protocol import Limits, parse_request
-from servables.supervision import RestartPolicy, SupervisorState
+from servables.openai.protocol import parse_request
+from servables.runtime.supervision import RestartPolicy, SupervisorState
 
 PROMPT = [1, 2, 3, 4]
 BAD = {"regex": "a++"}  # XGrammar: "Two consecutive repetition modifiers are not allowed"

@@ -22,6 +22,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from servables.io.request_fields import is_integer
+
 logger = logging.getLogger(__name__)
 
 REQUEST = "request"  # the node whose data items are the pipeline's inputs
@@ -110,7 +112,7 @@ def _demultiply_count(entry: dict[str, Any], where: str) -> int | None:
     if "demultiply_count" not in entry:
         return None
     count = entry["demultiply_count"]
-    if isinstance(count, bool) or not isinstance(count, int) or not -1 <= count <= MAX_DEMULTIPLY:
+    if not is_integer(count) or not -1 <= count <= MAX_DEMULTIPLY:
         raise ValueError(f"{where}.demultiply_count must be an integer from -1 to {MAX_DEMULTIPLY}")
     if count == 0:
         logger.warning(
@@ -161,9 +163,7 @@ def _node(value: Any, where: str) -> PipelineNode:
     if refuses in entry:
         raise ValueError(f'{where}.{refuses} does not belong to a node of type "{kind}"')
     version = entry.get("version")
-    if version is not None and (
-        isinstance(version, bool) or not isinstance(version, int) or version < 1
-    ):
+    if version is not None and (not is_integer(version) or version < 1):
         raise ValueError(f"{where}.version must be an integer of at least 1")
     params = entry.get("params", {})
     if not isinstance(params, dict) or not all(isinstance(v, str) for v in params.values()):

@@ -10,6 +10,7 @@ family's special tokens, and whitespace that only served to lay out the markup.
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -78,6 +79,46 @@ class BodyReader(ABC):
     @abstractmethod
     def finish(self, sink: CallSink) -> None:
         """Generation ended inside the body: close the open call or give the text back."""
+
+
+class ClosedBlockReader(BodyReader):
+    """A body of calls read whole: kept up to its closing tag (or the end of generation), then
+    every call reported with its arguments as JSON, or the block given back as content when
+    `calls` finds it is not calls. Subclasses set `close_tag` and write `calls`."""
+
+    close_tag: str
+
+    def __init__(self, marker: str) -> None:
+        self._marker = marker
+        self._raw = ""
+
+    @abstractmethod
+    def calls(self, block: str) -> list[tuple[str, dict[str, Any]]]:
+        """(name, arguments) of every call in the block's text; ValueError if it is not calls."""
+
+    def feed(self, text: str, sink: CallSink) -> str:
+        self._raw += text
+        end = self._raw.find(self.close_tag)
+        if end < 0:
+            return ""
+        rest = self._raw[end + len(self.close_tag) :]
+        self._raw = self._raw[:end]
+        self._report(sink)
+        return rest
+
+    def finish(self, sink: CallSink) -> None:
+        self._report(sink)
+
+    def _report(self, sink: CallSink) -> None:
+        self.done = True
+        try:
+            calls = self.calls(self._raw)
+        except ValueError:
+            self.rejected_text = self._marker + self._raw  # the closing tag is not content
+            return
+        for name, arguments in calls:
+            index = sink.begin(name)
+            sink.arguments(index, json.dumps(arguments, ensure_ascii=False))
 
 
 ReaderFactory = Callable[[str, Mapping[str, Mapping[str, Any]]], BodyReader]

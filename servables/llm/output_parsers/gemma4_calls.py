@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from servables.llm.output_parsers._stage import BodyReader, CallSink
+from servables.llm.output_parsers._stage import ClosedBlockReader
 
 __all__ = ["CLOSE_TAG", "Gemma4CallsReader", "parse_calls"]
 
@@ -121,33 +121,13 @@ def parse_calls(body: str) -> list[tuple[str, dict[str, Any]]]:
     return calls
 
 
-class Gemma4CallsReader(BodyReader):
+class Gemma4CallsReader(ClosedBlockReader):
     """Keeps the block up to `<tool_call|>`, then reports its calls (see the module docstring)."""
 
+    close_tag = CLOSE_TAG
+
     def __init__(self, marker: str, _schemas: object = None) -> None:
-        self._marker = marker
-        self._raw = ""
+        super().__init__(marker)
 
-    def feed(self, text: str, sink: CallSink) -> str:
-        self._raw += text
-        end = self._raw.find(CLOSE_TAG)
-        if end < 0:
-            return ""
-        rest = self._raw[end + len(CLOSE_TAG) :]
-        self._raw = self._raw[:end]
-        self._report(sink)
-        return rest
-
-    def finish(self, sink: CallSink) -> None:
-        self._report(sink)
-
-    def _report(self, sink: CallSink) -> None:
-        self.done = True
-        try:
-            calls = parse_calls(self._raw)
-        except ValueError:
-            self.rejected_text = self._marker + self._raw  # the closing tag is not content
-            return
-        for name, arguments in calls:
-            index = sink.begin(name)
-            sink.arguments(index, json.dumps(arguments, ensure_ascii=False))
+    def calls(self, block: str) -> list[tuple[str, dict[str, Any]]]:
+        return parse_calls(block)

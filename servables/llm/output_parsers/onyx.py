@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from servables.llm.output_parsers._markers import find_marker, partial_marker_length
-from servables.llm.output_parsers._stage import BodyReader, CallSink
+from servables.llm.output_parsers._stage import ClosedBlockReader
 
 __all__ = ["CALLS_CLOSE", "ONYX_SPECIAL", "OnyxCallsReader", "OnyxTurnStage"]
 
@@ -104,37 +104,24 @@ def _typed(value: str, schema: Mapping[str, Any] | None) -> Any:
         return text
 
 
-class OnyxCallsReader(BodyReader):
+class OnyxCallsReader(ClosedBlockReader):
     """Keeps an `<atem:function_calls>` block to its end, then reports its invokes."""
 
+    close_tag = CALLS_CLOSE
+
     def __init__(self, marker: str, schemas: Mapping[str, Mapping[str, Any]]) -> None:
-        self._marker = marker
+        super().__init__(marker)
         self._schemas = schemas
-        self._raw = ""
 
-    def feed(self, text: str, sink: CallSink) -> str:
-        self._raw += text
-        end = self._raw.find(CALLS_CLOSE)
-        if end < 0:
-            return ""
-        rest = self._raw[end + len(CALLS_CLOSE) :]
-        self._raw = self._raw[:end]
-        self._report(sink)
-        return rest
-
-    def finish(self, sink: CallSink) -> None:
-        self._report(sink)
-
-    def _report(self, sink: CallSink) -> None:
-        self.done = True
-        invokes = _INVOKE.findall(self._raw)
+    def calls(self, block: str) -> list[tuple[str, dict[str, Any]]]:
+        invokes = _INVOKE.findall(block)
         if not invokes:
-            self.rejected_text = self._marker + self._raw
-            return
+            raise ValueError("no invoke")
+        found = []
         for name, body in invokes:
             properties = (self._schemas.get(name) or {}).get("properties") or {}
-            arguments = {
-                key: _typed(value, properties.get(key)) for key, value in _PARAMETER.findall(body)
-            }
-            index = sink.begin(name)
-            sink.arguments(index, json.dumps(arguments, ensure_ascii=False))
+            parameters = _PARAMETER.findall(body)
+            found.append(
+                (name, {key: _typed(value, properties.get(key)) for key, value in parameters})
+            )
+        return found

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from servables.io.request_fields import is_integer, is_number
 from servables.llm.output_parsers._json import loads_or_none
 from servables.llm.output_parsers._markers import find_marker
 from servables.llm.output_parsers._stage import BodyReader, CallSink
@@ -92,8 +93,8 @@ def convert_parameter(text: str, schema: Mapping[str, Any] | None) -> Any:
 def _matches(value: Any, types: set[str]) -> bool:
     checks = {
         "string": lambda v: isinstance(v, str),
-        "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-        "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+        "integer": lambda v: is_integer(v),
+        "number": lambda v: is_number(v),
         "boolean": lambda v: isinstance(v, bool),
         "array": lambda v: isinstance(v, list),
         "object": lambda v: isinstance(v, dict),

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 
-from graphrt.export.media_graphs import TextToSpeechSettings, text2speech_graph
+from graphrt.export.image_audio_graphs import TextToSpeechSettings, text2speech_graph
 from graphrt.export.text_graphs import TextGenerationSettings, text_generation_graph
 
 if TYPE_CHECKING:

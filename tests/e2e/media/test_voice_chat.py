@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from servables.text.sentences import sentences
+from servables.io.text.sentences import sentences
 
 if TYPE_CHECKING:
     from conftest import Audio, ExactServer, Golden, LaunchExact, Pipelines

@@ -15,7 +15,7 @@ from graphrt.observability.engine_metrics import (
     ServerCollector,
     engines_of,
 )
-from servables.engine.messages import EngineMetrics, KVBlocks, Ready
+from servables.llm.engine.messages import EngineMetrics, KVBlocks, Ready
 
 GIB = 1 << 30
 

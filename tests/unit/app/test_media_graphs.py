@@ -19,7 +19,7 @@ from calculators.speech_to_text.resources import servable_config as s2t_config
 from calculators.speech_to_text.s2t_calculator_pb2 import S2tCalculatorOptions
 from calculators.text_to_speech.resources import servable_config as t2s_config
 from calculators.text_to_speech.t2s_calculator_pb2 import T2sCalculatorOptions
-from graphrt.export.media_graphs import (
+from graphrt.export.image_audio_graphs import (
     HEADER,
     CompositeLoraSetting,
     ImageGenerationSettings,

@@ -17,7 +17,7 @@ from graphrt.error_map import to_client_error
 from graphrt.http.model_routes import model_entry
 from graphruntime.errors import CalculatorError, GraphRunError
 from servables.errors import InvalidRequest, ModelNotFound, ServableLoadError
-from servables.openai.responses import error_body
+from servables.openai.bodies import error_body
 
 SCHEMAS_FILE = Path(__file__).resolve().parents[2] / "fixtures" / "openai_schemas.json"
 # Imported by name: jsonschema ships no type stubs (types-jsonschema is not a test dependency).

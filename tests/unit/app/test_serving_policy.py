@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 import pytest
 
 from graphrt.serving.policy import ServingPolicy, apply, queue_bound, supervisors
-from servables.admission import Admission
 from servables.errors import ServableLoadError
-from servables.supervision import RestartPolicy, Supervisor
+from servables.runtime.admission import Admission
+from servables.runtime.supervision import RestartPolicy, Supervisor
 
 
 async def nothing() -> None:

@@ -8,9 +8,10 @@ from typing import Any
 
 from calculators.http.replies import SseEvent, SseEvents
 from graphrt.http.stream_endings import ChatStreamFailure, ResponsesStreamFailure
+from servables.llm.choices import Usage
 from servables.llm.output_parsers import ToolCallDelta
-from servables.openai.responses import SSE_DONE, Usage
-from servables.openai.responses_api import ResponsesStream, sse_event
+from servables.openai.bodies import SSE_DONE
+from servables.openai.responses import ResponsesStream, sse_event
 from tests.unit.servables.test_responses_api import envelope
 from tests.unit.servables.test_responses_schema import assert_valid
 

@@ -39,16 +39,9 @@ from calculators.voice.packets import SentenceAudio, SentenceBatch, SpokenBatch
 from graphruntime import Graph, Packet
 from graphruntime.config import parse_graph_config
 from graphruntime.testing import CalculatorRunner
+from servables.llm.choices import Usage
 from servables.openai.audio_chat import EXPIRES_AFTER, AudioReply
-from servables.openai.responses import (
-    SSE_DONE,
-    Choice,
-    ResponseBuilder,
-    Usage,
-    dumps,
-    error_body,
-    sse_frame,
-)
+from servables.openai.bodies import SSE_DONE, Choice, ResponseBuilder, dumps, error_body, sse_frame
 from servables.text_to_speech.servable import VOICE_HEADER
 from tests.unit.servables.test_image_gen_protocol import assert_schema_valid
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from servables.admission import Admission
 from servables.errors import ServableBusy
+from servables.runtime.admission import Admission
 
 
 def test_queued_counts_requests_beyond_the_batch() -> None:

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from servables.audio.codec import OUTPUT_FORMATS
 from servables.errors import InvalidRequest
+from servables.io.audio.codec import OUTPUT_FORMATS
+from servables.llm.choices import Usage
 from servables.openai.audio_chat import (
     EXPIRES_AFTER,
     AudioPart,
@@ -27,7 +28,7 @@ from servables.openai.audio_chat import (
     refuse_audio_ids,
     text_request,
 )
-from servables.openai.responses import Choice, ResponseBuilder, Usage
+from servables.openai.bodies import Choice, ResponseBuilder
 from tests.unit.servables.test_image_gen_protocol import assert_schema_valid, schema_errors
 
 SPOKEN = {"modalities": ["text", "audio"], "audio": {"voice": "alloy", "format": "wav"}}

@@ -13,7 +13,8 @@ import numpy.typing as npt
 import pytest
 import soundfile
 
-from servables.audio.codec import (
+from servables.errors import InvalidRequest
+from servables.io.audio.codec import (
     OPUS_RATES,
     OUTPUT_FORMATS,
     PCM_RATE,
@@ -22,7 +23,6 @@ from servables.audio.codec import (
     decode_audio,
     encode_audio,
 )
-from servables.errors import InvalidRequest
 
 Samples = npt.NDArray[np.float32]
 # libsndfile's (container, subtype) for each readable upload format.

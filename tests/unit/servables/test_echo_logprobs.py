@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from servables.engine.batching import _delta, _Live
-from servables.openai.responses import Choice, ResponseBuilder, TokenLogprob, Usage
+from servables.llm.choices import TokenLogprob, Usage
+from servables.llm.engine.batching import _delta, _Live
+from servables.openai.bodies import Choice, ResponseBuilder
 
 
 @dataclass

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from graphrt.serving import policy as serving_policy
-from servables.admission import HasAdmission
 from servables.embeddings.servable import EmbeddingsConfig, EmbeddingsServable
 from servables.encoders.batcher import BatchLimits, DynamicBatcher
 from servables.encoders.model import EncodedInput
 from servables.errors import ServableBusy
 from servables.rerank.servable import RerankConfig, RerankServable
+from servables.runtime.admission import HasAdmission
 
 
 class Blocked:

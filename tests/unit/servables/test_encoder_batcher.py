@@ -11,7 +11,7 @@ import pytest
 
 from servables.encoders.batcher import BatchLimits, DynamicBatcher
 from servables.encoders.model import EncodedInput
-from servables.histogram import Histogram
+from servables.runtime.histogram import Histogram
 
 
 def row(value: int, length: int = 1) -> EncodedInput:

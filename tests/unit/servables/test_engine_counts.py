@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from servables.engine import kv_blocks
-from servables.engine.batching import ContinuousBatchingLoop, _Live
-from servables.engine.messages import (
+from servables.llm.engine import kv_blocks
+from servables.llm.engine.batching import ContinuousBatchingLoop, _Live
+from servables.llm.engine.messages import (
     AddRequest,
     EngineMetrics,
     EngineSpec,
@@ -22,7 +22,7 @@ from servables.engine.messages import (
     Outbox,
     StepOutputs,
 )
-from servables.engine.stateful import StatefulLoop
+from servables.llm.engine.stateful import StatefulLoop
 
 
 @dataclass

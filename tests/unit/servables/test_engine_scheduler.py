@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from servables.engine.pipeline import _scheduler_config
+from servables.llm.engine.pipeline import _scheduler_config
 
 EVICTION = {
     "aggregation_mode": "SUM",

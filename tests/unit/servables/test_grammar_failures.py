@@ -1,4 +1,4 @@
-"""What the frontend does with a grammar the engine could not compile (servables/engine).
+"""What the frontend does with a grammar the engine could not compile (servables/llm/engine).
 
 The engine side runs for real in tests/e2e/test_grammar_containment.py; here: the worker's
 message for the client loses the build machine's paths, the client turns the failure into a 400
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from servables.engine import client as client_module
-from servables.engine.client import EngineClient, RequestStream
-from servables.engine.messages import EngineSpec, RequestFailed
-from servables.engine.pipeline import engine_message, grammar_key
 from servables.errors import GrammarNotCompiled, InvalidRequest, ServableNotReady
+from servables.llm.engine import client as client_module
+from servables.llm.engine.client import EngineClient, RequestStream
+from servables.llm.engine.messages import EngineSpec, RequestFailed
+from servables.llm.engine.pipeline import engine_message, grammar_key
 
 ENGINE_ERROR = (
     "[04:54:47] /home/jenkins/agent/workspace/private-ci/ie/build-linux-manylinux_2_28/b/repos/"

@@ -31,8 +31,8 @@ from servables.image_gen.protocol import (
     preview_steps,
     response_body,
 )
-from servables.media.images import ImageLimits
-from servables.request_fields import RequestFields, UploadedFile
+from servables.io.images.images import ImageLimits
+from servables.io.request_fields import RequestFields, UploadedFile
 
 SCHEMAS_FILE = Path(__file__).resolve().parents[2] / "fixtures" / "openai_schemas.json"
 jsonschema: Any = __import__("jsonschema")  # ships no stubs

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from servables.errors import InvalidRequest
-from servables.media.images import ImageLimits, decode_image
+from servables.io.images.images import ImageLimits, decode_image
 
 
 def noise(width: int, height: int, seed: int = 0) -> Any:

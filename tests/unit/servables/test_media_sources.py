@@ -17,8 +17,8 @@ import pytest
 from PIL import Image
 
 from servables.errors import InvalidRequest
-from servables.media.images import ImageLimits
-from servables.media.sources import MediaPolicy, load_image, load_images, source_kind
+from servables.io.images.images import ImageLimits
+from servables.io.images.sources import MediaPolicy, load_image, load_images, source_kind
 
 PIXELS = np.arange(4 * 6 * 3, dtype=np.uint8).reshape(4, 6, 3)
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from servables.errors import ServableBusy, ServableNotReady
-from servables.pipelines.runner import Finished, Job, PipelineRunner
+from servables.runtime.thread_runner import Finished, Job, PipelineRunner
 
 WAIT = 5.0  # seconds a test waits for something that should take milliseconds
 

@@ -11,15 +11,8 @@ from typing import Any
 import pytest
 
 from servables.errors import InvalidRequest
-from servables.openai.messages import ImageInput
-from servables.openai.protocol import (
-    MAX_STOP_STRINGS,
-    UINT32_MAX,
-    Endpoint,
-    GenerationRequest,
-    Limits,
-    parse_request,
-)
+from servables.llm.request import Endpoint, GenerationRequest, ImageInput, Limits
+from servables.openai.protocol import MAX_STOP_STRINGS, UINT32_MAX, parse_request
 
 NO_LIMITS = Limits()
 MESSAGES = [{"role": "user", "content": "hi"}]

@@ -1,4 +1,4 @@
-"""The batching loop's refill window (servables/engine/refill.py): after a step that finished
+"""The batching loop's refill window (servables/llm/engine/refill.py): after a step that finished
 requests it waits a little for their successors, stops as soon as they are in, and stops waiting
 at all when the windows do not pay."""
 
@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from servables.engine import refill
-from servables.engine.batching import ContinuousBatchingLoop
-from servables.engine.messages import AddRequest, Outbox, send_command
-from servables.engine.refill import RefillWindow
+from servables.llm.engine import refill
+from servables.llm.engine.batching import ContinuousBatchingLoop
+from servables.llm.engine.messages import AddRequest, Outbox, send_command
+from servables.llm.engine.refill import RefillWindow
 
 
 def test_the_window_is_a_share_of_the_step_and_bounded() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from servables.errors import InvalidRequest
-from servables.request_fields import Form, RequestFields, UploadedFile
+from servables.io.request_fields import Form, RequestFields, UploadedFile
 
 PNG = UploadedFile("a.png", "image/png", b"\x89PNG")
 WAV = UploadedFile("b.wav", "audio/wav", b"RIFF")

@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 
 from servables.errors import InvalidRequest
+from servables.llm.choices import Usage
 from servables.llm.output_parsers import ParsedOutput, ToolCall, ToolCallDelta
-from servables.openai.protocol import Limits
-from servables.openai.responses import Choice, ResponseBuilder, Usage
-from servables.openai.responses_api import (
+from servables.llm.request import Limits
+from servables.openai.bodies import Choice, ResponseBuilder
+from servables.openai.responses import (
     ResponseEnvelope,
     ResponsesStream,
     parse_responses_request,

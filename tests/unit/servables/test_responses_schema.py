@@ -16,12 +16,11 @@ from typing import Any
 
 import pytest
 
-from servables.openai.responses import (
+from servables.llm.choices import TokenLogprob, Usage
+from servables.openai.bodies import (
     SSE_DONE,
     Choice,
     ResponseBuilder,
-    TokenLogprob,
-    Usage,
     chat_logprobs,
     completion_logprobs,
     dumps,

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from servables.audio.codec import OUTPUT_FORMATS
 from servables.errors import InvalidRequest
-from servables.text.sentences import SentenceBuffer, sentences
+from servables.io.audio.codec import OUTPUT_FORMATS
+from servables.io.text.sentences import SentenceBuffer, sentences
 from servables.text_to_speech.protocol import (
     MAX_INPUT,
     SpeechRequest,

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from servables.errors import ServableLoadError
-from servables.supervision import (
+from servables.runtime.supervision import (
     RestartPolicy,
     Supervisor,
     SupervisorState,

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from servables.errors import InvalidRequest
+from servables.io.text.tokenize import TokenizeRequest
 from servables.openai.tokenize import (
     MAX_LENGTH,
     MAX_PADDED_TOKENS,
-    TokenizeRequest,
     parse_tokenize_request,
     tokenize_reply,
 )

@@ -9,14 +9,10 @@ import jsonschema  # type: ignore[import-untyped]
 import pytest
 
 from servables.errors import InvalidRequest
+from servables.llm.forced_calls import ForcedCallParser, forced_call_constraint
 from servables.llm.output_parsers.base import assemble
-from servables.openai.tools import (
-    ForcedCallParser,
-    ToolChoice,
-    forced_call_constraint,
-    parse_tool_choice,
-    parse_tools,
-)
+from servables.llm.request import ToolChoice
+from servables.openai.tools import parse_tool_choice, parse_tools
 
 WEATHER = {
     "type": "function",

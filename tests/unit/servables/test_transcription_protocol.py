@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from servables.errors import InvalidRequest
-from servables.request_fields import RequestFields, UploadedFile
+from servables.io.request_fields import RequestFields, UploadedFile
 from servables.speech_to_text.protocol import (
     Segment,
     Transcript,

@@ -42,7 +42,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-from servables.engine.messages import (
+from servables.llm.engine.messages import (
     Abort,
     AddRequest,
     EngineFailed,
@@ -54,7 +54,7 @@ from servables.engine.messages import (
     StepOutputs,
     receive_command,
 )
-from servables.engine.pipeline import (
+from servables.llm.engine.pipeline import (
     engine_message,
     finish_reason,
     generation_config,
@@ -62,7 +62,7 @@ from servables.engine.pipeline import (
     image_tensors,
     vlm_prompt_tokens,
 )
-from servables.engine.refill import RefillWindow
+from servables.llm.engine.refill import RefillWindow
 
 logger = logging.getLogger("graphrt.engine")
 
@@ -206,7 +206,7 @@ class ContinuousBatchingLoop:
     def receive(self, outbox: Outbox, block: bool) -> bool:
         """Handle the commands waiting on the pipe (`block`: idle, wait for the first one),
         then, after a step that finished requests, wait for their successors a little (see
-        servables.engine.refill). False on Shutdown."""
+        servables.llm.engine.refill). False on Shutdown."""
         wait, expected = self.refill_wait, self.refill_expected
         self.refill_wait, self.refill_expected = 0.0, 0
         started = time.perf_counter()

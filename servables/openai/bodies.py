@@ -15,30 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from servables.llm.choices import TokenLogprob, Usage
 from servables.llm.output_parsers import ToolCall, ToolCallDelta
-from servables.openai.protocol import Endpoint
+from servables.llm.request import Endpoint
 
 SSE_DONE = b"data: [DONE]\n\n"
-
-
-@dataclass(frozen=True)
-class TokenLogprob:
-    token: str
-    # None only for echoed prompt tokens nothing predicted (the first; see SequenceDelta)
-    logprob: float | None
-
-
-@dataclass(frozen=True)
-class Usage:
-    prompt_tokens: int
-    completion_tokens: int
-
-    def as_dict(self) -> dict[str, int]:
-        return {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "total_tokens": self.prompt_tokens + self.completion_tokens,
-        }
 
 
 @dataclass

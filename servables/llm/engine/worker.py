@@ -1,15 +1,15 @@
 """The engine process: owns one openvino-genai pipeline and drives it.
 
-Started by servables.engine.client as `python -m servables.engine.worker` with the command and
-event pipe descriptors and the frontend's pid. The first command is the `EngineSpec`; the worker
-builds the pipeline (servables.engine.pipeline), reads its KV cache's block layout
-(servables.engine.kv_blocks), answers `Ready` (or `LoadFailed`), and hands the pipeline to its
+Started by servables.llm.engine.client as `python -m servables.llm.engine.worker` with the command
+and event pipe descriptors and the frontend's pid. The first command is the `EngineSpec`; the worker
+builds the pipeline (servables.llm.engine.pipeline), reads its KV cache's block layout
+(servables.llm.engine.kv_blocks), answers `Ready` (or `LoadFailed`), and hands the pipeline to its
 loop until `Shutdown` or the frontend goes away:
 
-- continuous batching (`LM_CB` / `VLM_CB`): servables.engine.batching, which also contains a
+- continuous batching (`LM_CB` / `VLM_CB`): servables.llm.engine.batching, which also contains a
   grammar that breaks the pipeline by building a new one in place;
 - stateful (LLMPipeline / VLMPipeline, chosen for NPU or `pipeline_type: LM`), one request at a
-  time: servables.engine.stateful.
+  time: servables.llm.engine.stateful.
 
 If the continuous-batching loop reports `EngineFailed`, its `run()` returns and the worker exits;
 the frontend fails the in-flight requests and its supervisor restarts the engine.
@@ -25,12 +25,12 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from servables.engine import kv_blocks
-from servables.engine.batching import ContinuousBatchingLoop
-from servables.engine.lifetime import LOG_PATH_ENVIRONMENT, die_with_parent, ignore_stop_signals
-from servables.engine.messages import EngineSpec, LoadFailed, Ready, receive_command
-from servables.engine.pipeline import build_pipeline
-from servables.engine.stateful import StatefulLoop
+from servables.llm.engine import kv_blocks
+from servables.llm.engine.batching import ContinuousBatchingLoop
+from servables.llm.engine.lifetime import LOG_PATH_ENVIRONMENT, die_with_parent, ignore_stop_signals
+from servables.llm.engine.messages import EngineSpec, LoadFailed, Ready, receive_command
+from servables.llm.engine.pipeline import build_pipeline
+from servables.llm.engine.stateful import StatefulLoop
 from servables.llm.model_files import tokenizer_location
 
 
@@ -72,7 +72,7 @@ def main(commands: Connection, events: Connection) -> None:
 
 
 if __name__ == "__main__":
-    # argv: command pipe fd, event pipe fd, the frontend's pid (see servables.engine.lifetime)
+    # argv: command pipe fd, event pipe fd, the frontend's pid (see servables.llm.engine.lifetime)
     ignore_stop_signals()
     die_with_parent(int(sys.argv[3]))
     main(

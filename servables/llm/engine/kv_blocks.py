@@ -20,7 +20,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from servables.engine.messages import EngineSpec, KVBlocks
+from servables.llm.engine.messages import EngineSpec, KVBlocks
 from servables.llm.model_files import vocabulary_size
 
 logger = logging.getLogger(__name__)

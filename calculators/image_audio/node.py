@@ -1,4 +1,4 @@
-"""MediaCalculator: the shape OVMS's image and audio calculators share.
+"""ImageAudioCalculator: the shape OVMS's image and audio calculators share.
 
     input_stream: "HTTP_REQUEST_PAYLOAD:input"      (and optionally "LOOPBACK:loopback")
     output_stream: "HTTP_RESPONSE_PAYLOAD:output"   (and optionally "LOOPBACK:loopback")
@@ -24,7 +24,7 @@ from calculators.node_resources import node_servable
 from graphruntime import CalculatorContext, CalculatorContract
 
 
-class MediaCalculator(HttpStreamCalculator):
+class ImageAudioCalculator(HttpStreamCalculator):
     """Subclasses set `options_type`, `resources`, `kind`, `apis` and `servable_type`,
     and implement `answer`."""
 

@@ -31,9 +31,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from servables.admission import Admission
 from servables.errors import RequestCancelled, ServableNotReady
-from servables.histogram import LATENCY_BUCKETS, Histogram
+from servables.runtime.admission import Admission
+from servables.runtime.histogram import LATENCY_BUCKETS, Histogram
 
 logger = logging.getLogger(__name__)
 

@@ -7,24 +7,23 @@ requests. Commands go out through a small sender thread, because a large prompt 
 pipe would otherwise block the loop until the worker finishes its step.
 
 The worker's death is noticed when its event pipe closes: every open stream fails at once with
-`EngineDead`, and new submissions are refused with the same error, until the client's
-`Supervisor` (servables.supervision) has started a new worker; the exit code or signal is read
-once the process is reaped and goes into the log and the servable's status. Each worker has
-its own pipes, sender thread and request streams, so nothing of a dead worker leaks into the
-next. Requests beyond the engine's batch wait in it; `Admission` (servables.admission) bounds
-how many.
+`EngineDead`, and new submissions are refused with the same error, until the client's `Supervisor`
+(servables.runtime.supervision) has started a new worker; the exit code or signal is read once the
+process is reaped and goes into the log and the servable's status. Each worker has its own pipes,
+sender thread and request streams, so nothing of a dead worker leaks into the next. Requests beyond
+the engine's batch wait in it; `Admission` (servables.runtime.admission) bounds how many.
 
 At DEBUG, each engine request's first tokens and its end are logged as they arrive, which is
 the order the engine produced them in (what a client reads, and when, depends on its own
 scheduling).
 
 A grammar the engine could not compile fails its request with `GrammarNotCompiled` (a 400; the
-worker rebuilt its pipeline in place, see servables/engine/batching.py) and is remembered, a bounded
-number of them, so that the servable refuses it at once next time (`grammar_failure`). Requests
-the rebuild cut short fail retryably (503 with Retry-After).
+worker rebuilt its pipeline in place, see servables/llm/engine/batching.py) and is remembered, a
+bounded number of them, so that the servable refuses it at once next time (`grammar_failure`).
+Requests the rebuild cut short fail retryably (503 with Retry-After).
 
 Workers are started from the event-loop thread: Linux's parent-death signal, which kills a
-worker whose frontend died (servables.engine.lifetime), follows the thread that forked it.
+worker whose frontend died (servables.llm.engine.lifetime), follows the thread that forked it.
 
 One module, over 400 lines, for a reason: `RequestStream`, `_Worker` and `EngineClient` share one
 piece of state (the open requests and the current worker) that a stream's close, a worker's event
@@ -47,8 +46,15 @@ from collections import OrderedDict, deque
 from multiprocessing.connection import Connection
 from typing import Any
 
-from servables.admission import Admission
-from servables.engine.messages import (
+from servables.errors import (
+    EngineDead,
+    GrammarNotCompiled,
+    InvalidRequest,
+    ServableError,
+    ServableLoadError,
+    ServableNotReady,
+)
+from servables.llm.engine.messages import (
     Abort,
     AddRequest,
     EngineFailed,
@@ -62,15 +68,8 @@ from servables.engine.messages import (
     StepOutputs,
     send_command,
 )
-from servables.errors import (
-    EngineDead,
-    GrammarNotCompiled,
-    InvalidRequest,
-    ServableError,
-    ServableLoadError,
-    ServableNotReady,
-)
-from servables.supervision import RestartPolicy, Supervisor, describe_exit
+from servables.runtime.admission import Admission
+from servables.runtime.supervision import RestartPolicy, Supervisor, describe_exit
 
 logger = logging.getLogger(__name__)
 
@@ -169,7 +168,7 @@ class _Worker:
 
 
 def batch_capacity(spec: EngineSpec) -> int:
-    """Requests the engine runs at once; more wait (see servables.admission)."""
+    """Requests the engine runs at once; more wait (see servables.runtime.admission)."""
     if spec.kind in ("LM_CB", "VLM_CB"):
         return int(spec.scheduler.get("max_num_seqs") or ENGINE_DEFAULT_MAX_NUM_SEQS)
     return STATEFUL_CAPACITY
@@ -207,7 +206,7 @@ class EngineClient:
 
     @property
     def queued_requests(self) -> int:
-        """Requests waiting for a slot in the engine's batch (servables.admission)."""
+        """Requests waiting for a slot in the engine's batch (servables.runtime.admission)."""
         return self.admission.queued(len(self._streams))
 
     @property
@@ -228,7 +227,7 @@ class EngineClient:
     async def _spawn(self) -> Ready:
         """Start a worker and wait for its Ready.
 
-        The worker is a fresh interpreter (`python -m servables.engine.worker`) rather than a
+        The worker is a fresh interpreter (`python -m servables.llm.engine.worker`) rather than a
         multiprocessing child, so it never re-imports the caller's main script.
         """
         loop = self._loop = asyncio.get_running_loop()
@@ -236,7 +235,13 @@ class EngineClient:
         events_read, events_write = multiprocessing.Pipe(duplex=False)
         handles = (commands_read.fileno(), events_write.fileno())
         process = subprocess.Popen(
-            [sys.executable, "-m", "servables.engine.worker", *map(str, handles), str(os.getpid())],
+            [
+                sys.executable,
+                "-m",
+                "servables.llm.engine.worker",
+                *map(str, handles),
+                str(os.getpid()),
+            ],
             pass_fds=handles,
             stdin=subprocess.DEVNULL,
             start_new_session=True,  # signals to the frontend's process group stay there

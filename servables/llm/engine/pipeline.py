@@ -1,11 +1,11 @@
 """The engine's edge with openvino-genai: building a pipeline, converting to and from its objects.
 
-Both loops (servables.engine.batching, servables.engine.stateful) need the same conversions: an
-`EngineSpec` into a pipeline, a request's plain-data config into a `GenerationConfig` (with its
+Both loops (servables.llm.engine.batching, servables.llm.engine.stateful) need the same conversions:
+an `EngineSpec` into a pipeline, a request's plain-data config into a `GenerationConfig` (with its
 `StructuredOutputConfig`, built here because genai's objects do not pickle), images into tensors,
 and genai's results and errors back into plain data for the frontend (finish reasons, a vision
-request's prompt token count, an error message fit for a client, a request's grammar as a key).
-They live apart from the loops so each loop module holds only its scheduling.
+request's prompt token count, an error message fit for a client, a request's grammar as a key). They
+live apart from the loops so each loop module holds only its scheduling.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from servables.engine.messages import EngineSpec
 from servables.errors import readable_message
+from servables.llm.engine.messages import EngineSpec
 from servables.llm.gguf_lora import layer_names, named_model_dir
 from servables.llm.gguf_requantize import requantized_model_dir
 from servables.llm.lora import LoadedAdapter, check_targets, target_modules, tensor_names

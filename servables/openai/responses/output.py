@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from servables.llm.choices import Usage
 from servables.llm.output_parsers import ParsedOutput
-from servables.openai.responses import Usage, dumps
+from servables.openai.bodies import dumps
 
 __all__ = [
     "ResponseEnvelope",

@@ -4,7 +4,7 @@ models.
 Writes `<model_repository_path>/<model_name>/` holding the OpenVINO model (copied when the source
 already is one, else converted by optimum-cli from the `graphrt[export]` extra: diffusers
 pipelines with `text-to-image`, Whisper with `automatic-speech-recognition-with-past`, SpeechT5
-with `text-to-audio` and its HiFi-GAN vocoder) and the task's graph.pbtxt (media_graphs.py),
+with `text-to-audio` and its HiFi-GAN vocoder) and the task's graph.pbtxt (image_audio_graphs.py),
 and adds the model to config.json, as export.py does for the other tasks and with its guarantees
 (staged, moved in place only when everything succeeded). Image generation's LoRA adapters
 (`--source_loras`) are copied, or downloaded with huggingface_hub, into `loras/<alias>/`, and
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from graphrt.export.media_graphs import (
+from graphrt.export.image_audio_graphs import (
     CompositeLoraSetting,
     LoraSetting,
     LoraSource,

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servables.errors import InvalidRequest
-from servables.openai.protocol import GenerationRequest, Limits, parse_request
+from servables.llm.request import GenerationRequest, Limits
+from servables.openai.protocol import parse_request
 
 __all__ = ["PASSED_THROUGH", "UNSUPPORTED", "ResponsesRequest", "parse_responses_request"]
 

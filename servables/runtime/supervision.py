@@ -8,11 +8,11 @@ been made within `window` seconds: a process that dies that often has a cause a 
 fix (a model that crashes the engine, memory that is not there). Meanwhile `retry_after()` says
 how long a refused request should wait before trying again.
 
-Nothing here knows what the process is. The LLM engine client (servables/engine/client.py) is one
-user; any servable with a worker process can be another: build a Supervisor around the function
-that starts the process, call `exited()` when it dies, and expose the supervisor as the
-`supervisor` attribute (`HasSupervisor`), so the server applies the operator's restart policy,
-reports the state and counts restarts without knowing the servable.
+Nothing here knows what the process is. The LLM engine client (servables/llm/engine/client.py) is
+one user; any servable with a worker process can be another: build a Supervisor around the function
+that starts the process, call `exited()` when it dies, and expose the supervisor as the `supervisor`
+attribute (`HasSupervisor`), so the server applies the operator's restart policy, reports the state
+and counts restarts without knowing the servable.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ import time
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from servables.admission import Admission
-from servables.pipelines.runner import PipelineRunner
+from servables.runtime.admission import Admission
+from servables.runtime.thread_runner import PipelineRunner
 
 
 class PipelineServable(ABC):

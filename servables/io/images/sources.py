@@ -10,7 +10,7 @@ An `image_url` is one of (OVMS's rules and messages, with the reason added where
   taken relative to that folder; the path is resolved (symlinks, `..`) and must stay inside it,
   and the file itself is opened without following a symlink, so nothing can point outside.
 
-Bytes are decoded by `servables.media.images` in worker threads, so a large image never stalls
+Bytes are decoded by `servables.io.images.images` in worker threads, so a large image never stalls
 the event loop; the images of one request load concurrently and keep their order.
 """
 
@@ -33,7 +33,7 @@ from urllib.parse import unquote, urlsplit
 import aiohttp
 
 from servables.errors import InvalidRequest
-from servables.media.images import ImageArray, ImageLimits, decode_image
+from servables.io.images.images import ImageArray, ImageLimits, decode_image
 
 logger = logging.getLogger(__name__)
 

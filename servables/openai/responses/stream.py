@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from servables.llm.choices import Usage
 from servables.llm.output_parsers import ToolCall, ToolCallDelta
-from servables.openai.responses import Usage
-from servables.openai.responses_output import (
+from servables.openai.responses.output import (
     ResponseEnvelope,
     call_item,
     message_item,

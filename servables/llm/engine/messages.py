@@ -116,7 +116,7 @@ class RequestFailed:
 
 @dataclass
 class EngineMetrics:
-    """The engine's own counts after a step (see servables.engine.batching for how running
+    """The engine's own counts after a step (see servables.llm.engine.batching for how running
     and waiting are read)."""
 
     requests: int = 0  # in the pipeline

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from servables.errors import InvalidRequest
 
@@ -33,6 +33,16 @@ class UploadedFile:
 
 FormValue = str | UploadedFile
 Form = Mapping[str, Sequence[FormValue]]
+
+
+def is_integer(value: object) -> TypeGuard[int]:
+    """A JSON integer: Python's bool is an int, JSON's true is not."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: object) -> TypeGuard[int | float]:
+    """A JSON number (an integer or a float, not a boolean)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def model_of(body: Mapping[str, Any]) -> str:
@@ -119,7 +129,7 @@ class RequestFields:
             value = int(value)
         elif isinstance(value, float) and value.is_integer():
             value = int(value)  # JSON's 4.0 is 4
-        if not isinstance(value, int) or isinstance(value, bool):
+        if not is_integer(value):
             raise self._wrong(name, "int")
         if minimum is not None and value < minimum:
             raise InvalidRequest(f"{name} must be at least {minimum}; got {value}", param=name)
@@ -138,7 +148,7 @@ class RequestFields:
                 value = float(value)
             except ValueError:
                 raise self._wrong(name, "float") from None
-        if not isinstance(value, int | float) or isinstance(value, bool):
+        if not is_number(value):
             raise self._wrong(name, "float")
         number = float(value)
         if not math.isfinite(number):

@@ -20,15 +20,15 @@ responses_stream.py (the streamed event sequence).
 
 from __future__ import annotations
 
-from servables.openai.responses_output import (
+from servables.openai.responses.output import (
     ResponseEnvelope,
     response_object,
     sse_event,
     unary_output,
     usage_body,
 )
-from servables.openai.responses_request import ResponsesRequest, parse_responses_request
-from servables.openai.responses_stream import ResponsesStream
+from servables.openai.responses.request import ResponsesRequest, parse_responses_request
+from servables.openai.responses.stream import ResponsesStream
 
 __all__ = [
     "ResponseEnvelope",

@@ -9,8 +9,8 @@ template), and their prompt token count is read from the results' perf metrics.
 
 Stateful pipelines survive a grammar that does not compile: generate() raises, the request fails
 as invalid and the frontend remembers the grammar (as it does for the continuous-batching loop,
-servables.engine.batching). Its own module because it shares no state or control flow with that
-loop, only the conversions in servables.engine.pipeline.
+servables.llm.engine.batching). Its own module because it shares no state or control flow with that
+loop, only the conversions in servables.llm.engine.pipeline.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import threading
 from multiprocessing.connection import Connection
 from typing import Any
 
-from servables.engine.messages import (
+from servables.llm.engine.messages import (
     Abort,
     AddRequest,
     EngineMetrics,
@@ -30,7 +30,7 @@ from servables.engine.messages import (
     StepOutputs,
     receive_command,
 )
-from servables.engine.pipeline import (
+from servables.llm.engine.pipeline import (
     engine_message,
     generation_config,
     grammar_key,
