@@ -454,13 +454,19 @@ async def serve(settings: ServerSettings, fetching: ModelFetch | None = None) ->
     loader.add_done_callback(heap.settle_after)
     failure: list[BaseException] = []
 
-    def fetch_failed(task: asyncio.Task[None]) -> None:
-        if not task.cancelled() and isinstance(error := task.exception(), StartupError):
+    def load_failed(task: asyncio.Task[None]) -> None:
+        """A pull that failed (or any error the loader did not handle) leaves nothing to
+        serve: end the server with 1, as the start would have before listening."""
+        if task.cancelled() or (error := task.exception()) is None:
+            return
+        if isinstance(error, StartupError | OSError):
             logger.error("%s", error)
-            failure.append(error)
-            stop.set()
+        else:
+            logger.error("loading the models failed", exc_info=error)
+        failure.append(error)
+        stop.set()
 
-    loader.add_done_callback(fetch_failed)
+    loader.add_done_callback(load_failed)
     poller = None
     if config_path is not None and settings.file_system_poll_wait_seconds > 0:
         poller = asyncio.create_task(repository.poll(settings.file_system_poll_wait_seconds))
