@@ -10,6 +10,7 @@ bytes, not the Python classes).
 
 `image_model` is the image classifier of the KServe tests: NCHW [1, 3, H, W] in, the input
 scaled per channel out, so the output shows every pixel the preprocessing produced.
+`string_model` takes a string tensor, as a tokenizer does: BYTES in, the same strings out.
 """
 
 from __future__ import annotations
@@ -62,6 +63,20 @@ def image_model(path: Path, height: int = 8, width: int = 8) -> Path:
     ov.save_model(
         ov.Model([ops.result(y)], [x], "image"), path / "model.xml", compress_to_fp16=False
     )
+    return path / "model.xml"
+
+
+def string_model(path: Path) -> Path:
+    """String `text` [-1] -> `out`, the same strings reshaped to [-1, 1]."""
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    text = ops.parameter([-1], ov.Type.string, name="text")
+    _named(text.output(0), "text")
+    out = ops.reshape(text, ops.constant(np.array([-1, 1], np.int64)), special_zero=False)
+    _named(out.output(0), "out")
+    path.mkdir(parents=True, exist_ok=True)
+    ov.save_model(ov.Model([ops.result(out)], [text], "strings"), path / "model.xml")
     return path / "model.xml"
 
 

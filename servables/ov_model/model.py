@@ -30,8 +30,8 @@ back to back at the end of it (`pass_batch`), which keeps the model in the core'
 Inputs are checked against the model's inputs (name, element type, shape) with messages that name
 the input. They reach OpenVINO as tensors set on the infer request, not through its Python input
 dispatcher (which costs ~40-60 us per call): a writable C-contiguous array is shared without a
-copy; a read-only one (a view of request bytes, which cannot be shared) is copied once. Outputs
-are copied once out of the infer request, which is reused.
+copy; a read-only one (a view of request bytes, which cannot be shared) is copied once; BYTES
+become a string tensor. Outputs are copied once out of the infer request, which is reused.
 
 With `dynamic_batching` in the model's config, checked calls go through a `DynamicBatcher`
 (dynamic_batcher.py), which stacks concurrent calls along dimension 0 and runs each batch through
@@ -621,6 +621,20 @@ def _input_tensor(array: np.ndarray[Any, Any]) -> Any:
     return openvino.Tensor(array, shared_memory=True)
 
 
+def _string_tensor(array: np.ndarray[Any, Any]) -> Any:
+    """An ov.Tensor of strings for a BYTES input: an object array of `bytes` (what KServe
+    requests hold), which OpenVINO's Python API takes neither as a tensor nor through its input
+    dispatcher ('Unsupported data type: object'), or a numpy string array. Each element is set as
+    it is, embedded and trailing NULs included."""
+    import openvino
+
+    tensor = openvino.Tensor(openvino.Type.string, list(array.shape))
+    tensor.bytes_data = [
+        item if isinstance(item, bytes) else str(item).encode() for item in array.ravel()
+    ]
+    return tensor
+
+
 def _results(slot: InferSlot, results: Any, wanted: list[str]) -> dict[str, Any]:
     """The wanted outputs of `InferRequest.infer`: its copies (writable, owned by the caller, who
     may pass them on), taken by position, not through the request's tensors again (~3 us)."""
@@ -634,15 +648,11 @@ def _results(slot: InferSlot, results: Any, wanted: list[str]) -> dict[str, Any]
 def _infer(slot: InferSlot, inputs: Mapping[str, Any], outputs: list[str]) -> dict[str, Any]:
     """Run, and copy the outputs before the request can be reused."""
     request = slot.request
-    dispatched = {}
     for name, array in inputs.items():
-        if array.dtype.kind in "OSU":  # BYTES/strings: OpenVINO's dispatcher converts them
-            dispatched[name] = array
-        else:
-            tensor = _input_tensor(array)
-            request.set_tensor(name, tensor)
-            slot.inputs[name] = tensor  # after set_tensor: the old one is no longer used
-    return _results(slot, request.infer(dispatched or None, share_inputs=True), outputs)
+        tensor = _string_tensor(array) if array.dtype.kind in "OSU" else _input_tensor(array)
+        request.set_tensor(name, tensor)
+        slot.inputs[name] = tensor  # after set_tensor: the old one is no longer used
+    return _results(slot, request.infer(), outputs)
 
 
 def _infer_timed(slot: InferSlot, inputs: Mapping[str, Any], outputs: list[str]) -> dict[str, Any]:
@@ -663,10 +673,11 @@ def _infer_copying(
 
     assert isinstance(slot, InlineSlot)
     request = slot.request
-    dispatched = {}
     for name, array in inputs.items():
         if array.dtype.kind in "OSU":
-            dispatched[name] = array
+            tensor = _string_tensor(array)  # owns its strings: nothing to keep in `arrays`
+            request.set_tensor(name, tensor)
+            slot.inputs[name] = tensor
             continue
         own = slot.arrays.get(name)
         if own is None or own.shape != array.shape or own.dtype != array.dtype:
@@ -676,4 +687,4 @@ def _infer_copying(
             slot.inputs[name] = tensor
             slot.arrays[name] = own
         np.copyto(own, array)
-    return _results(slot, request.infer(dispatched or None, share_inputs=True), outputs)
+    return _results(slot, request.infer(), outputs)

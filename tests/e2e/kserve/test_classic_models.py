@@ -249,22 +249,28 @@ def test_every_format_and_a_model_file_from_config_json(
     launch_exact: LaunchExact,
     run_graphrt: Callable[..., Any],
     classic_models: Any,
+    unused_port: Callable[[], int],
 ) -> None:
-    """Every format in its version folder, the ONNX file itself as `base_path` (version 1), and
-    the image model with the parameter page's flags as `graphrt --add_to_config` writes them."""
+    """Every format in its version folder, the ONNX file itself as `base_path` (version 1), the
+    image model with the parameter page's flags as `graphrt --add_to_config` writes them, and a
+    model with a string input that takes BYTES as its strings."""
     config = models.root / "config.json"
     entries = [
         {"config": {"name": name, "base_path": f"formats/{name}", "nireq": 1}}
         for name in models.formats
     ]
     entries.append({"config": {"name": "file", "base_path": "file/model.onnx"}})
+    classic_models.string_model(models.root / "strings" / "1")
+    entries.append({"config": {"name": "strings", "base_path": "strings"}})
     config.write_text(json.dumps({"model_config_list": entries}))
     added = run_graphrt(
         "--add_to_config", "--config_path", str(config), "--model_name", "resnet",
         "--model_path", str(models.root / "resnet"), *PARAMETERS, cwd=models.root,
     )  # fmt: skip
     assert added.returncode == 0, added.stderr
-    with launch_exact(["--config_path", str(config)], model="resnet") as server:
+    grpc_port = unused_port()
+    args = ["--config_path", str(config), "--port", str(grpc_port)]
+    with launch_exact(args, model="resnet") as server:
         client = triton_http.InferenceServerClient(f"127.0.0.1:{server.port}")
         x = RNG.standard_normal(classic_models.SHAPE).astype(np.float32)
         served = {**models.formats, "file": models.root / "file" / "model.onnx"}
@@ -281,3 +287,9 @@ def test_every_format_and_a_model_file_from_config_json(
         tensor.set_data_from_numpy(np.array(IMAGES, dtype=object), binary_data=True)
         result = client.infer("resnet", [tensor]).as_numpy("prob")
         np.testing.assert_allclose(result, models.expected(decoded(IMAGES)), rtol=1e-5, atol=1e-5)
+        texts = [b"hello", b"wo\x00rld", b""]
+        tensor = triton_grpc.InferInput("text", [len(texts)], "BYTES")
+        tensor.set_data_from_numpy(np.array(texts, dtype=object))
+        grpc_client = triton_grpc.InferenceServerClient(f"127.0.0.1:{grpc_port}")
+        strings = grpc_client.infer("strings", [tensor]).as_numpy("out")
+        assert strings.shape == (3, 1) and strings.ravel().tolist() == texts

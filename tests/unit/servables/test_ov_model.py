@@ -399,3 +399,20 @@ async def test_requested_outputs_come_by_name_in_the_order_asked(
     assert (await model.infer({"x": x}, ["z"]))["z"].tolist() == [[2.0, 3.0, 4.0]]
     reordered = await model.infer({"x": x}, ["z", "y"])
     assert list(reordered) == ["z", "y"] and reordered["y"].tolist() == [[2.0, 4.0, 6.0]]
+
+
+@pytest.mark.parametrize("inline_limit", [1.0, 0.0], ids=["inline", "threads"])
+async def test_bytes_reach_a_string_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, classic_models: Any, inline_limit: float
+) -> None:
+    """KServe's BYTES arrive as an object array of bytes, which OpenVINO's input dispatcher
+    refuses ('Unsupported data type: object'); they reach the string input as its elements."""
+    monkeypatch.setattr(model_module, "INLINE_MAX_SECONDS", inline_limit)
+    classic_models.string_model(tmp_path)
+    model = loaded(tmp_path)
+    assert model.inputs[0].datatype == "BYTES"
+    for values in ([b"hello", b"wo\x00rld", b""], [b"a much longer second request"]):
+        text = np.array(values, dtype=object)
+        result = (await model.infer({"text": text}))["out"]
+        assert [element.encode() for element in result.ravel()] == values
+        assert result.shape == (len(values), 1)
