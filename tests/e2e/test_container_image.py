@@ -488,6 +488,9 @@ def test_container_serves_the_baked_default_model(default_container: Container) 
     assert "/opt/graphrt/cache/models/SmolLM2-135M-Instruct.Q4_1.gguf" in log
     # The baked tokenizer IR was found (else the engine would convert and warn on a cache miss).
     assert "could not cache the tokenizer" not in log
+    # And so was genai's graph of the file: the engine loads it rather than saving it again.
+    assert "saved in /opt/graphrt/cache/gguf-genai/" in log
+    assert "saving openvino-genai's graph" not in log
     assert listening_on_all_interfaces(default_container.port)
 
 

@@ -50,6 +50,20 @@ def test_serves_the_default_model_by_its_name(
     assert "fetching the default model" not in log
 
 
+def test_the_gguf_is_loaded_from_its_saved_graph(
+    default_server: ExactServer, smollm2_gguf: Path
+) -> None:
+    """genai builds a GGUF's graph at every load unless given the graph it saved: the engine
+    loads that, made at the file's first load and kept in the cache for the file."""
+    (saved,) = re.findall(
+        r"loading openvino-genai's graph of it, saved in (\S+)", default_server.log()
+    )
+    source = (Path(saved) / "source.txt").read_text(encoding="utf-8").split("\n")[0]
+    assert Path(source) == smollm2_gguf.resolve()
+    assert (Path(saved) / "openvino_model.xml").is_file()
+    assert (Path(saved) / "openvino_model.bin").stat().st_size > smollm2_gguf.stat().st_size // 2
+
+
 # ------------------------------------------------------------------------------------- CORS
 
 

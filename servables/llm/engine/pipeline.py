@@ -17,10 +17,11 @@ from typing import Any
 
 from servables.errors import readable_message
 from servables.llm.engine.messages import EngineSpec
+from servables.llm.gguf_graph import genai_model_dir
 from servables.llm.gguf_lora import layer_names, named_model_dir
 from servables.llm.gguf_requantize import requantized_model_dir
 from servables.llm.lora import LoadedAdapter, check_targets, target_modules, tensor_names
-from servables.llm.model_files import openable_gguf
+from servables.llm.model_files import is_gguf, openable_gguf
 
 logger = logging.getLogger(__name__)
 
@@ -166,6 +167,22 @@ def _activate(pipeline: Any, adapters: Any) -> None:
     pipeline.generate(["."], [config])
 
 
+def _loadable(models_path: Path) -> Path:
+    """What genai loads for `models_path`: a GGUF's saved graph (made at its first load), or the
+    file itself when the cache cannot hold the graph; any other path as it is."""
+    if not is_gguf(models_path):
+        return models_path
+    try:
+        model_dir = genai_model_dir(models_path)
+    except OSError as error:
+        logger.warning(
+            "%s: loading the file itself; its graph could not be cached (%s)", models_path, error
+        )
+        return openable_gguf(models_path)
+    logger.info("%s: loading openvino-genai's graph of it, saved in %s", models_path, model_dir)
+    return model_dir
+
+
 def build_pipeline(spec: EngineSpec) -> Any:
     import openvino_genai
 
@@ -180,7 +197,7 @@ def build_pipeline(spec: EngineSpec) -> Any:
             models_path,
         )
     elif spec.adapter is None:
-        models_path = str(openable_gguf(Path(spec.models_path)))
+        models_path = str(_loadable(Path(spec.models_path)))
     else:  # a GGUF's graph with Hugging Face's layer names (made from a writable copy)
         model_dir = named_model_dir(Path(spec.models_path))
         models_path = str(model_dir)

@@ -8,8 +8,8 @@ rather than in the buildah system test.
 
 from __future__ import annotations
 
+import ast
 import re
-import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -17,8 +17,10 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def installed_packages() -> set[str]:
     """The top-level folders setuptools' package finder takes into the wheel."""
-    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    patterns = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    # [tool.setuptools.packages.find]'s one-line list (tomllib is Python 3.11+; we support 3.10).
+    (listed,) = re.findall(r"^include = (\[.*\])$", pyproject, flags=re.MULTILINE)
+    patterns: list[str] = ast.literal_eval(listed)
     names = {pattern.rstrip("*") for pattern in patterns}
     return {name for name in names if (ROOT / name / "__init__.py").is_file()}
 
