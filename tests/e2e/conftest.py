@@ -827,7 +827,7 @@ def vlm_stateful_golden(tiny_vlm_dir: Path) -> VlmGolden:
 # ------------------------------------------------------------------------------------ fuzzing
 
 # Cases per fuzzed endpoint; CI runs the default, GRAPHRT_FUZZ_CASES=20000 runs a longer search.
-FUZZ_CASES = int(os.environ.get("GRAPHRT_FUZZ_CASES", "1000"))
+FUZZ_CASES = int(os.environ.get("GRAPHRT_FUZZ_CASES", "500"))
 FUZZ_SEED = 20261125
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
