@@ -1,16 +1,9 @@
-"""Tool definitions, `tool_choice`, and the calls a forced choice makes the engine write.
+"""Tool definitions and `tool_choice`, read from a request into the engine's terms.
 
 `tools` are validated as OVMS does (same messages) and normalized to the Chat Completions form
 `{"type": "function", "function": {"name", "description", "parameters"}}`; the Responses API's
-flat form `{"type": "function", "name", "parameters"}` is accepted too.
-
-`tool_choice` "required" and a named function are enforced by the engine, independently of the
-model's own tool-call format (vLLM's design): a named choice constrains the output to the
-function's parameters schema, so the output is the call's arguments; "required" constrains it to
-a JSON array of `{"name": <one of the tools>, "arguments": <that tool's schema>}` with at least
-one item (exactly one when `parallel_tool_calls` is false). `ForcedCallParser` turns that output
-into tool calls. So even a model that has never seen a tool returns a call whose arguments
-validate against the schema.
+flat form `{"type": "function", "name", "parameters"}` is accepted too. A forced `tool_choice`
+becomes an output constraint the engine enforces (servables/llm/forced_calls.py says how).
 """
 
 from __future__ import annotations
