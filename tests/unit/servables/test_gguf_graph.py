@@ -87,3 +87,22 @@ def test_a_failed_make_leaves_nothing(tmp_path: Path, cache: Path) -> None:
     with pytest.raises(OSError, match="disk full"):
         cached_model_dir(gguf(tmp_path, "a.gguf"), "gguf-test", failing)
     assert [p.name for p in (cache / "gguf-test").iterdir() if p.suffix != ".lock"] == []
+
+
+def test_the_engine_loads_the_saved_graph_or_else_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache that cannot take the graph (read-only, full) must not stop the model loading."""
+    from servables.llm.engine import pipeline
+
+    path = gguf(tmp_path, "a.gguf")
+    monkeypatch.setattr(pipeline, "genai_model_dir", lambda source: tmp_path / "saved")
+    assert pipeline._loadable(path) == tmp_path / "saved"
+
+    def unwritable(source: Path) -> Path:
+        raise OSError("read-only file system")
+
+    monkeypatch.setattr(pipeline, "genai_model_dir", unwritable)
+    assert pipeline._loadable(path) == path
+    model_dir = tmp_path / "ir_model"
+    assert pipeline._loadable(model_dir) == model_dir  # not a GGUF: as it is
