@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -94,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import openvino_genai
 
-    from servables.llm.gguf_graph import MODEL_XML, save_genai_graph, save_model
+    from servables.llm.gguf_graph import MODEL_XML, genai_model_dir
     from servables.llm.gguf_requantize import LAYOUTS, requantized_model_dir
 
     if args.model is None:
@@ -102,12 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         args.model = default_model_path()
     print(describe(PROPERTIES))
-    with tempfile.TemporaryDirectory() as scratch:
-        exact_dir = Path(scratch)
-        save_model(save_genai_graph(args.model, exact_dir), exact_dir)
-        tokenizer = openvino_genai.Tokenizer(str(exact_dir))
-        ids = np.asarray(tokenizer.encode(TEXT).input_ids.data[0], dtype=np.int64)
-        exact = log_probabilities(exact_dir / MODEL_XML, ids)[:-1]
+    exact_dir = genai_model_dir(args.model)  # genai's graph of the file, as the server loads it
+    tokenizer = openvino_genai.Tokenizer(str(exact_dir))
+    ids = np.asarray(tokenizer.encode(TEXT).input_ids.data[0], dtype=np.int64)
+    exact = log_probabilities(exact_dir / MODEL_XML, ids)[:-1]
     print(f"model: {args.model}; {len(ids)} tokens of a fixed text")
     for layout in args.layout or list(LAYOUTS):
         other = log_probabilities(requantized_model_dir(args.model, layout) / MODEL_XML, ids)

@@ -88,40 +88,30 @@ def genai_model_dir(models_path: Path) -> Path:
 
 
 def _save_unchanged(models_path: Path, directory: Path) -> None:
+    """genai's graph and tokenizer IRs of the GGUF, saved into `directory` by genai itself."""
+    import openvino_genai
+
     logger.info(
         "saving openvino-genai's graph of %s (once per file; later loads read it)", models_path
     )
-    saved = _save_genai_files(models_path, directory)
-    for file in saved.iterdir():
-        if file.name.startswith("openvino_model."):
-            file.rename(directory / file.name)
-    shutil.rmtree(saved)
-
-
-def save_genai_graph(models_path: Path, directory: Path) -> Any:
-    """genai's graph of the GGUF (an `ov.Model`); its tokenizer's IRs are copied to `directory`."""
-    import openvino as ov
-
-    saved = _save_genai_files(models_path, directory)
-    return ov.Core().read_model(str(saved / MODEL_XML))
-
-
-def _save_genai_files(models_path: Path, directory: Path) -> Path:
-    """genai's graph and tokenizer IRs of the GGUF, saved into `directory`/genai (returned); the
-    tokenizer's IRs are copied up into `directory`."""
-    import openvino_genai
-
-    saved = directory / "genai"
-    saved.mkdir()
-    link = saved / "model.gguf"
+    link = directory / "model.gguf"
     link.symlink_to(openable_gguf(models_path).resolve())
     # Writes openvino_model.* and the tokenizer's IR next to the file it is given.
     pipeline = openvino_genai.LLMPipeline(str(link), "CPU", enable_save_ov_model=True)
     del pipeline
+    link.unlink()
+
+
+def save_genai_graph(models_path: Path, directory: Path) -> Any:
+    """genai's graph of the GGUF (an `ov.Model`, read from `genai_model_dir`, so genai builds it
+    once per file whatever rewrites it); its tokenizer's IRs are copied to `directory`."""
+    import openvino as ov
+
+    saved = genai_model_dir(models_path)
     for file in saved.iterdir():
         if file.name.startswith(("openvino_tokenizer", "openvino_detokenizer")):
             shutil.copyfile(file, directory / file.name)
-    return saved
+    return ov.Core().read_model(str(saved / MODEL_XML))
 
 
 def save_model(model: Any, directory: Path) -> None:
@@ -129,7 +119,6 @@ def save_model(model: Any, directory: Path) -> None:
     import openvino as ov
 
     ov.save_model(model, str(directory / MODEL_XML), compress_to_fp16=False)
-    shutil.rmtree(directory / "genai", ignore_errors=True)
 
 
 def constant_only(node: Any, memo: dict[str, bool]) -> bool:
