@@ -280,6 +280,16 @@ def openable_gguf(path: Path) -> Path:
 TOKENIZER_FILES = ("openvino_tokenizer.xml", "openvino_detokenizer.xml")
 
 
+def converted_tokenizer(models_path: Path) -> Path | None:
+    """The tokenizer the frontend can load now, without the conversion only the engine process
+    may run (see `tokenizer_location`): the model directory itself, or a GGUF's tokenizer
+    converted by an earlier start; None when it is still to be converted."""
+    if not is_gguf(models_path):
+        return models_path
+    target = cache_root() / "tokenizers" / file_key(models_path)
+    return target if all((target / name).is_file() for name in TOKENIZER_FILES) else None
+
+
 def tokenizer_location(models_path: Path) -> Path:
     """Where the frontend should load its tokenizer from, converting a GGUF's once if needed.
 
@@ -289,11 +299,10 @@ def tokenizer_location(models_path: Path) -> Path:
     the file's path, size and modification time, and the frontend loads that. If the cache cannot
     be written, the .gguf itself is returned and the frontend converts it (and stalls) as before.
     """
-    if not is_gguf(models_path):
-        return models_path
+    ready = converted_tokenizer(models_path)
+    if ready is not None:
+        return ready
     target = cache_root() / "tokenizers" / file_key(models_path)
-    if all((target / name).is_file() for name in TOKENIZER_FILES):
-        return target
     try:
         import openvino_genai
 

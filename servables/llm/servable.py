@@ -74,6 +74,7 @@ from servables.llm.genai_template import GenAiChatTemplate
 from servables.llm.lora import LoadedAdapter
 from servables.llm.model_files import (
     PipelineType,
+    converted_tokenizer,
     generation_defaults,
     infer_pipeline_type,
     is_gguf,
@@ -212,13 +213,30 @@ class LLMServable:
         )
         for engine in self.adapter_engines.values():  # the server's queue bound, set on the base
             engine.admission.max_queued = self.engine.admission.max_queued
+        # The frontend's tokenizer, template and token texts take seconds of their own; when the
+        # tokenizer needs no conversion (a model directory, or a GGUF's converted before) they
+        # load while the engine process compiles, else after it (it converts; see
+        # model_files.tokenizer_location). Off the event loop either way.
+        early = converted_tokenizer(self.config.models_path)
+        frontend = (
+            asyncio.ensure_future(asyncio.to_thread(self._load_tokenizer, early))
+            if early is not None
+            else None
+        )
         try:
-            ready, *_ = await asyncio.gather(
-                self.engine.start(), *(e.start() for e in self.adapter_engines.values())
-            )
-            # The engine process prepared a tokenizer that loads in milliseconds (see
-            # model_files.tokenizer_location); still, keep even that off the event loop.
-            await asyncio.to_thread(self._load_tokenizer, Path(ready.tokenizer_path))
+            try:
+                ready, *_ = await asyncio.gather(
+                    self.engine.start(), *(e.start() for e in self.adapter_engines.values())
+                )
+            except BaseException:
+                if frontend is not None:  # its thread cannot be cancelled: let it end first
+                    await asyncio.gather(frontend, return_exceptions=True)
+                raise
+            if frontend is None:
+                frontend = asyncio.ensure_future(
+                    asyncio.to_thread(self._load_tokenizer, Path(ready.tokenizer_path))
+                )
+            await frontend
         except ServableLoadError as error:
             self.state = ServableState.UNAVAILABLE
             self.error = error.message
