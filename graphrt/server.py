@@ -39,6 +39,7 @@ from graphrt.export.image_audio_graphs import (
     parse_source_loras,
 )
 from graphrt.export.lora_modules import LoraModulesError, parse_lora_modules, with_lora_modules
+from graphrt.export.task_flags import graph_options
 from graphrt.export.text_graphs import (
     EmbeddingsSettings,
     RerankSettings,
@@ -101,10 +102,10 @@ class ModelFetch:
 
 
 def plugin_config_of(settings: ServerSettings) -> dict[str, object]:
-    if not settings.plugin_config:
+    if not settings.task_flags.plugin_config:
         return {}
     try:
-        plugin_config = json.loads(settings.plugin_config)
+        plugin_config = json.loads(settings.task_flags.plugin_config)
     except ValueError as error:
         raise StartupError(f"--plugin_config is not valid JSON: {error}") from error
     if not isinstance(plugin_config, dict):
@@ -113,28 +114,13 @@ def plugin_config_of(settings: ServerSettings) -> dict[str, object]:
 
 
 def encoder_graph(settings: ServerSettings, models_path: str, task: str) -> str:
-    """OVMS's embeddings or rerank graph for a model directory, from the CLI flags."""
+    """OVMS's embeddings or rerank graph for a model directory, from the task flags."""
+    flags, plugin_config = settings.task_flags, plugin_config_of(settings)
     if task == "embeddings":
         return embeddings_graph(
-            EmbeddingsSettings(
-                models_path=models_path,
-                target_device=settings.target_device,
-                num_streams=settings.num_streams,
-                normalize=settings.normalize,
-                pooling=settings.pooling,
-                truncate=settings.truncate,
-                plugin_config=plugin_config_of(settings),
-            )
+            graph_options(flags, EmbeddingsSettings, models_path, plugin_config)
         )
-    return rerank_graph(
-        RerankSettings(
-            models_path=models_path,
-            target_device=settings.target_device,
-            num_streams=settings.num_streams,
-            max_allowed_chunks=settings.max_allowed_chunks,
-            plugin_config=plugin_config_of(settings),
-        )
-    )
+    return rerank_graph(graph_options(flags, RerankSettings, models_path, plugin_config))
 
 
 def media_graph_for(settings: ServerSettings, models_path: str, task: str) -> str:
@@ -142,9 +128,9 @@ def media_graph_for(settings: ServerSettings, models_path: str, task: str) -> st
     are used where they are (local .safetensors files)."""
     loras: list[LoraSetting] = []
     composites: list[CompositeLoraSetting] = []
-    if settings.media.source_loras:
+    if settings.task_flags.source_loras:
         try:
-            sources, composites = parse_source_loras(settings.media.source_loras)
+            sources, composites = parse_source_loras(settings.task_flags.source_loras)
         except ValueError as error:
             raise StartupError(str(error)) from error
         for source in sources:
@@ -156,14 +142,7 @@ def media_graph_for(settings: ServerSettings, models_path: str, task: str) -> st
                 )
             loras.append(LoraSetting(source.alias, str(file.resolve()), source.alpha))
     return media_graph(
-        task,
-        models_path,
-        settings.media,
-        settings.target_device,
-        settings.num_streams,
-        plugin_config_of(settings),
-        loras,
-        composites,
+        task, models_path, settings.task_flags, plugin_config_of(settings), loras, composites
     )
 
 
@@ -230,24 +209,14 @@ def generated_graph(settings: ServerSettings, path: Path, models_path: str | Non
         return media_graph_for(settings, where, task)
     if task != "text_generation":
         return encoder_graph(settings, where, task)
+    flags = settings.task_flags
     return text_generation_graph(
-        TextGenerationSettings(
-            models_path=where,
-            target_device=settings.target_device,
-            max_num_seqs=settings.max_num_seqs,
-            cache_size=settings.cache_size,
-            enable_prefix_caching=settings.enable_prefix_caching,
-            dynamic_split_fuse=settings.dynamic_split_fuse,
-            max_num_batched_tokens=settings.max_num_batched_tokens,
-            pipeline_type=settings.pipeline_type,
-            kv_cache_precision=settings.kv_cache_precision,
-            plugin_config=plugin_config_of(settings),
-            gguf_weights=settings.gguf_weights,
-            draft_models_path=settings.draft_source_model,
-            max_tokens_limit=settings.max_tokens_limit,
-            tool_parser=settings.tool_parser,
-            reasoning_parser=settings.reasoning_parser,
-            enable_tool_guided_generation=settings.enable_tool_guided_generation,
+        graph_options(
+            flags,
+            TextGenerationSettings,
+            where,
+            plugin_config_of(settings),
+            draft_models_path=flags.draft_source_model,
         )
     )
 

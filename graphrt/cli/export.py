@@ -12,15 +12,10 @@ import logging
 import shlex
 from pathlib import Path
 
-from graphrt.cli.options import (
-    add_encoder_arguments,
-    add_gguf_weights_argument,
-    add_media_arguments,
-    media_flags,
-    parse_bool,
-)
+from graphrt.cli.options import add_task_arguments, task_flags_from
 from graphrt.export.image_audio_graphs import MEDIA_TASKS
 from graphrt.export.image_audio_tasks import DEFAULT_VOCODER, MediaExportSettings, export_media
+from graphrt.export.task_flags import graph_options
 from graphrt.export.text_graphs import (
     EmbeddingsSettings,
     RerankSettings,
@@ -41,46 +36,13 @@ logger = logging.getLogger("graphrt")
 def export_graph_settings(
     args: argparse.Namespace, plugin_config: dict[str, object]
 ) -> TextGenerationSettings | EmbeddingsSettings | RerankSettings | MediaExportSettings:
+    flags = task_flags_from(args)
     if args.task in MEDIA_TASKS:
-        return MediaExportSettings(
-            task=args.task,
-            flags=media_flags(args),
-            target_device=args.target_device,
-            num_streams=args.num_streams,
-            plugin_config=plugin_config,
-            vocoder=args.vocoder,
-        )
-    if args.task == "embeddings_ov":
-        return EmbeddingsSettings(
-            models_path="",
-            target_device=args.target_device,
-            num_streams=args.num_streams,
-            normalize=args.normalize,
-            pooling=args.pooling,
-            truncate=args.truncate,
-            plugin_config=plugin_config,
-        )
-    if args.task == "rerank_ov":
-        return RerankSettings(
-            models_path="",
-            target_device=args.target_device,
-            num_streams=args.num_streams,
-            max_allowed_chunks=args.max_allowed_chunks,
-            plugin_config=plugin_config,
-        )
-    return TextGenerationSettings(
-        models_path="",
-        target_device=args.target_device,
-        max_num_seqs=args.max_num_seqs,
-        cache_size=args.cache_size,
-        enable_prefix_caching=args.enable_prefix_caching,
-        dynamic_split_fuse=not args.disable_dynamic_split_fuse,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        pipeline_type=args.pipeline_type,
-        kv_cache_precision=args.kv_cache_precision,
-        plugin_config=plugin_config,
-        gguf_weights=args.gguf_weights,
+        return MediaExportSettings(args.task, flags, plugin_config, args.vocoder)
+    settings_type = {"embeddings_ov": EmbeddingsSettings, "rerank_ov": RerankSettings}.get(
+        args.task, TextGenerationSettings
     )
+    return graph_options(flags, settings_type, "", plugin_config)
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -139,43 +101,17 @@ def add_export_arguments(export: argparse.ArgumentParser) -> None:
         "'--sym --group-size -1 --ratio 1.0 --all-layers' (int4 channel-wise, every layer)",
     )
     export.add_argument(
-        "--target_device", default="CPU", help="OpenVINO device written into graph.pbtxt"
-    )
-    export.add_argument("--max_num_seqs", type=int, default=256, help="sequences batched at once")
-    export.add_argument(
-        "--cache_size", type=int, default=0, help="KV cache in GB; 0 grows it on demand"
-    )
-    export.add_argument(
-        "--enable_prefix_caching",
-        type=parse_bool,
-        default=True,
-        help="reuse KV cache of shared prompt prefixes",
-    )
-    export.add_argument(
-        "--disable_dynamic_split_fuse",
-        action="store_true",
-        help="do not split long prompts over steps",
-    )
-    export.add_argument("--max_num_batched_tokens", type=int, help="tokens per engine step")
-    export.add_argument(
-        "--pipeline_type",
-        choices=["LM", "LM_CB", "VLM", "VLM_CB", "AUTO"],
-        help="AUTO infers it from the device and files",
-    )
-    export.add_argument(
-        "--kv_cache_precision",
-        choices=["u8", "u4", "f16", "bf16", "f32"],
-        help="KV cache element type",
-    )
-    export.add_argument("--plugin_config", help="JSON object of OpenVINO properties")
-    add_gguf_weights_argument(export)
-    export.add_argument(
         "--overwrite_models",
         action="store_true",
         help="replace a model directory that already exists",
     )
-    add_encoder_arguments(export)
-    add_media_arguments(export)
+    add_task_arguments(export, "export")
+    export.add_argument(
+        "--disable_dynamic_split_fuse",
+        dest="dynamic_split_fuse",
+        action="store_false",
+        help="do not split long prompts over steps",
+    )
     export.add_argument(
         "--vocoder",
         default=DEFAULT_VOCODER,

@@ -13,12 +13,10 @@ import os
 
 from graphrt.cli.classic import add_classic_model_arguments, model_options
 from graphrt.cli.options import (
-    add_encoder_arguments,
-    add_gguf_weights_argument,
-    add_media_arguments,
+    add_task_arguments,
     load_user_code,
-    media_flags,
     parse_bool,
+    task_flags_from,
 )
 from graphrt.cli.ovms_modes import add_ovms_mode_arguments, model_fetch, run_mode
 from graphrt.cli.ovms_server_flags import (
@@ -62,61 +60,7 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         choices=TASKS,
         help="graph to generate for --model_path (default: inferred from the model's files)",
     )
-    serve.add_argument("--target_device", default="CPU", help="OpenVINO device")
-    serve.add_argument(
-        "--cache_size",
-        type=int,
-        default=0,
-        help="KV cache in GB; 0 = grow on demand (the prefix cache then keeps little of "
-        "earlier requests)",
-    )
-    serve.add_argument("--max_num_seqs", type=int, default=256, help="sequences batched at once")
-    serve.add_argument(
-        "--max_num_batched_tokens", type=int, help="tokens per engine step (engine default 256)"
-    )
-    serve.add_argument(
-        "--enable_prefix_caching",
-        type=parse_bool,
-        default=True,
-        help="reuse KV cache of shared prompt prefixes",
-    )
-    serve.add_argument(
-        "--dynamic_split_fuse", type=parse_bool, default=True, help="split long prompts over steps"
-    )
-    serve.add_argument(
-        "--pipeline_type",
-        choices=["LM", "LM_CB", "VLM", "VLM_CB", "AUTO"],
-        help="AUTO infers it from the device and files",
-    )
-    serve.add_argument(
-        "--kv_cache_precision",
-        choices=["u8", "u4", "f16", "bf16", "f32"],
-        help="KV cache element type (engine default u8)",
-    )
-    serve.add_argument("--plugin_config", help="JSON object of OpenVINO properties")
-    add_gguf_weights_argument(serve)
-    serve.add_argument("--draft_source_model", help="draft model path for speculative decoding")
-    serve.add_argument(
-        "--max_tokens_limit", type=int, help="upper limit for a request's max_tokens"
-    )
-    serve.add_argument(
-        "--tool_parser",
-        help="tool-call parser (hermes3, llama3, mistral, phi4, qwen3coder, gptoss, ...); "
-        "default: detected from the chat template; none: off",
-    )
-    serve.add_argument(
-        "--reasoning_parser",
-        help="reasoning parser (qwen3, gptoss); default: detected from the chat template; "
-        "none: off",
-    )
-    serve.add_argument(
-        "--enable_tool_guided_generation",
-        type=parse_bool,
-        nargs="?",
-        const=True,
-        default=False,
-        help="constrain tool calls to the tools' schemas with the parser's grammar",
-    )
+    add_task_arguments(serve, "serve")
     serve.add_argument(
         "--lora_modules",
         "--lora-modules",
@@ -177,8 +121,6 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         default=10.0,
         help="seconds an image URL download may take",
     )
-    add_encoder_arguments(serve)
-    add_media_arguments(serve)
     add_classic_model_arguments(serve)
     add_ovms_server_arguments(serve)
     serve.add_argument(
@@ -281,18 +223,6 @@ def settings_from(args: argparse.Namespace) -> ServerSettings:
         allowed_media_domains=args.allowed_media_domains.split(",")
         if args.allowed_media_domains
         else None,
-        target_device=args.target_device,
-        cache_size=args.cache_size,
-        max_num_seqs=args.max_num_seqs,
-        enable_prefix_caching=args.enable_prefix_caching,
-        dynamic_split_fuse=args.dynamic_split_fuse,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        pipeline_type=args.pipeline_type,
-        kv_cache_precision=args.kv_cache_precision,
-        plugin_config=args.plugin_config,
-        gguf_weights=args.gguf_weights,
-        draft_source_model=args.draft_source_model,
-        max_tokens_limit=args.max_tokens_limit,
         graph_stats=args.graph_stats,
         trace_dir=args.trace_dir,
         tracing=args.tracing,
@@ -302,16 +232,8 @@ def settings_from(args: argparse.Namespace) -> ServerSettings:
         max_audio_seconds=args.max_audio_seconds,
         subgraph_paths=tuple(args.subgraph_path),
         verbose_response=args.verbose_response,
-        num_streams=args.num_streams,
-        pooling=args.pooling,
-        normalize=args.normalize,
-        truncate=args.truncate,
-        max_allowed_chunks=args.max_allowed_chunks,
-        tool_parser=args.tool_parser,
-        reasoning_parser=args.reasoning_parser,
-        enable_tool_guided_generation=args.enable_tool_guided_generation,
+        task_flags=task_flags_from(args),
         lora_modules=tuple(args.lora_modules),
-        media=media_flags(args),
         model_options=model_options(args),
         grpc=grpc_settings(args),
         openvino=openvino_settings(args),

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from graphrt.export.graph_text import architectures, quote, read_json
+from graphrt.export.task_flags import TaskFlags, graph_options
 
 MEDIA_TASKS = ("image_generation", "speech2text", "text2speech")
 HEADER = "# OVMS_GRAPH_QUEUE_MAX_SIZE: AUTO\n"
@@ -44,7 +45,9 @@ class CompositeLoraSetting:
 
 @dataclass
 class ImageGenerationSettings:
-    """OVMS's image_generation flags (docs/parameters.md); None: not written (OVMS's default)."""
+    """The options of OVMS's image_generation graph; None: not written (OVMS's default). Like
+    the audio graphs' settings, filled from the task flags of the same names
+    (task_flags.graph_options)."""
 
     models_path: str
     target_device: str | None = None
@@ -242,26 +245,6 @@ def image_task(path: Path) -> str | None:
     return None
 
 
-# ------------------------------------------------------------------------------ the task flags
-
-
-@dataclass
-class MediaFlags:
-    """OVMS's image generation and audio task flags, as `serve` and `export` take them."""
-
-    resolution: str | None = None
-    num_images_per_prompt: int | None = None
-    guidance_scale: float | None = None
-    max_resolution: str | None = None
-    default_resolution: str | None = None
-    max_num_images_per_prompt: int | None = None
-    default_num_inference_steps: int | None = None
-    max_num_inference_steps: int | None = None
-    source_loras: str | None = None
-    enable_word_timestamps: bool = False
-    model_type: str | None = None
-
-
 @dataclass(frozen=True)
 class LoraSource:
     alias: str
@@ -324,9 +307,7 @@ def parse_source_loras(text: str) -> tuple[list[LoraSource], list[CompositeLoraS
 def media_graph(
     task: str,
     models_path: str,
-    flags: MediaFlags,
-    target_device: str | None,
-    num_streams: int | None,
+    flags: TaskFlags,
     plugin_config: dict[str, Any],
     loras: list[LoraSetting] | None = None,
     composites: list[CompositeLoraSetting] | None = None,
@@ -335,38 +316,17 @@ def media_graph(
     adapters, already placed where the graph finds them)."""
     if task == "image_generation":
         return image_generation_graph(
-            ImageGenerationSettings(
-                models_path=models_path,
-                target_device=target_device,
-                num_streams=num_streams,
-                plugin_config=plugin_config,
-                resolution=flags.resolution,
-                num_images_per_prompt=flags.num_images_per_prompt,
-                guidance_scale=flags.guidance_scale,
-                max_resolution=flags.max_resolution,
-                default_resolution=flags.default_resolution,
-                max_num_images_per_prompt=flags.max_num_images_per_prompt,
-                default_num_inference_steps=flags.default_num_inference_steps,
-                max_num_inference_steps=flags.max_num_inference_steps,
+            graph_options(
+                flags,
+                ImageGenerationSettings,
+                models_path,
+                plugin_config,
                 loras=loras or [],
                 composite_loras=composites or [],
             )
         )
     if task == "speech2text":
         return speech2text_graph(
-            SpeechToTextSettings(
-                models_path=models_path,
-                target_device=target_device,
-                num_streams=num_streams,
-                plugin_config=plugin_config,
-                enable_word_timestamps=flags.enable_word_timestamps,
-            )
+            graph_options(flags, SpeechToTextSettings, models_path, plugin_config)
         )
-    return text2speech_graph(
-        TextToSpeechSettings(
-            models_path=models_path,
-            target_device=target_device,
-            num_streams=num_streams,
-            plugin_config=plugin_config,
-        )
-    )
+    return text2speech_graph(graph_options(flags, TextToSpeechSettings, models_path, plugin_config))

@@ -24,10 +24,10 @@ from graphrt.export.image_audio_graphs import (
     CompositeLoraSetting,
     LoraSetting,
     LoraSource,
-    MediaFlags,
     media_graph,
     parse_source_loras,
 )
+from graphrt.export.task_flags import TaskFlags
 from graphrt.export.text_tasks import (
     ExportError,
     ExportRequest,
@@ -45,10 +45,8 @@ DEFAULT_VOCODER = "microsoft/speecht5_hifigan"  # OVMS's export_model.py default
 @dataclass
 class MediaExportSettings:
     task: str
-    flags: MediaFlags = field(default_factory=MediaFlags)
-    target_device: str | None = None
-    num_streams: int | None = 1
-    plugin_config: dict[str, Any] = field(default_factory=dict)
+    flags: TaskFlags = field(default_factory=TaskFlags)
+    plugin_config: dict[str, Any] = field(default_factory=dict)  # --plugin_config, parsed
     vocoder: str = DEFAULT_VOCODER
 
 
@@ -140,14 +138,7 @@ def export_media(request: ExportRequest) -> Path:
             LoraSetting(lora.alias, _fetch_lora(lora, staging), lora.alpha) for lora in sources
         ]
         graph = media_graph(
-            settings.task,
-            "./",
-            settings.flags,
-            settings.target_device,
-            settings.num_streams,
-            settings.plugin_config,
-            loras,
-            composites,
+            settings.task, "./", settings.flags, settings.plugin_config, loras, composites
         )
         (staging / "graph.pbtxt").write_text(graph, encoding="utf-8")
     if request.config_file_path is not None:

@@ -52,7 +52,8 @@ node: {{
 
 @dataclass
 class TextGenerationSettings:
-    """OVMS's text_generation graph flags, with OVMS's defaults."""
+    """The options of OVMS's text_generation graph, with OVMS's defaults; each one named as a
+    task flag is filled from it (task_flags.graph_options), so the names must stay the flags'."""
 
     models_path: str
     target_device: str = "CPU"
@@ -147,7 +148,8 @@ node {{
 
 @dataclass
 class EmbeddingsSettings:
-    """OVMS's embeddings_ov graph flags (export_model.py, `--task embeddings`), OVMS's defaults."""
+    """The options of OVMS's embeddings_ov graph (export_model.py, `--task embeddings`), OVMS's
+    defaults; filled from the task flags of the same names (task_flags.graph_options)."""
 
     models_path: str
     target_device: str = "CPU"
@@ -160,7 +162,8 @@ class EmbeddingsSettings:
 
 @dataclass
 class RerankSettings:
-    """OVMS's rerank_ov graph flags (export_model.py, `--task rerank`), OVMS's defaults."""
+    """The options of OVMS's rerank_ov graph (export_model.py, `--task rerank`), OVMS's defaults;
+    filled from the task flags of the same names (task_flags.graph_options)."""
 
     models_path: str
     target_device: str = "CPU"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from graphrt.export.image_audio_graphs import MediaFlags
+from graphrt.export.task_flags import TaskFlags
 from servables.openvino_defaults import OpenVinoDefaults
 
 
@@ -41,19 +41,8 @@ class ServerSettings:
     allowed_local_media_path: str | None = None
     allowed_media_domains: list[str] | None = None
     media_download_timeout: float = 10.0  # seconds for one image URL download
-    # text_generation graph flags for single-model mode
-    target_device: str = "CPU"
-    cache_size: int = 0
-    max_num_seqs: int = 256
-    enable_prefix_caching: bool = True
-    dynamic_split_fuse: bool = True
-    max_num_batched_tokens: int | None = None
-    pipeline_type: str | None = None
-    kv_cache_precision: str | None = None
-    plugin_config: str | None = None
-    gguf_weights: str = "genai"  # a .gguf's weights: "genai" or a requantized layout
-    draft_source_model: str | None = None
-    max_tokens_limit: int | None = None
+    # OVMS's task flags: the options of the graph generated in single-model mode
+    task_flags: TaskFlags = field(default_factory=TaskFlags)
     # Watching graphs run: the live graph page, the profiler, OpenTelemetry traces.
     graph_stats: bool = True
     trace_dir: str | None = None
@@ -65,18 +54,6 @@ class ServerSettings:
     max_audio_seconds: float = 3600.0  # longest upload speech to text takes
     subgraph_paths: tuple[str, ...] = ()  # searched for subgraph files by every graph
     verbose_response: bool = False  # LLM answers carry OVMS's __verbose {prompt, content}
-    # embeddings / rerank graph flags for single-model mode
-    num_streams: int = 1
-    pooling: str | None = None  # None: the model's 1_Pooling/config.json, else CLS
-    normalize: bool = True
-    truncate: bool = False
-    max_allowed_chunks: int | None = None
-    # image generation / speech2text / text2speech graph flags for single-model mode
-    media: MediaFlags = field(default_factory=MediaFlags)
-    # agents: output parsers
-    tool_parser: str | None = None
-    reasoning_parser: str | None = None
-    enable_tool_guided_generation: bool = False
     lora_modules: tuple[str, ...] = ()  # --lora_modules values, as given (see lora_modules.py)
     # a classic model's flags (--layout, --mean, ...) as its config.json entry holds them
     model_options: dict[str, Any] = field(default_factory=dict)

@@ -25,7 +25,6 @@ from graphrt.export.image_audio_graphs import (
     ImageGenerationSettings,
     LoraSetting,
     LoraSource,
-    MediaFlags,
     SpeechToTextSettings,
     TextToSpeechSettings,
     image_generation_graph,
@@ -36,6 +35,7 @@ from graphrt.export.image_audio_graphs import (
     speech2text_graph,
     text2speech_graph,
 )
+from graphrt.export.task_flags import TaskFlags
 from graphrt.export.text_graphs import infer_task
 from graphruntime import ValidatedGraph, parse_graph_config
 
@@ -199,22 +199,25 @@ def test_text2speech_graph(tmp_path: Path) -> None:
 
 
 def test_media_graph_writes_the_tasks_graph_from_the_flags() -> None:
-    flags = MediaFlags(resolution="512x512 768x768", max_num_inference_steps=30)
+    flags = TaskFlags(resolution="512x512 768x768", max_num_inference_steps=30)
     loras = [LoraSetting("a", "a.safetensors", 0.8)]
     image = decode(
-        media_graph("image_generation", "./", flags, "CPU", None, {}, loras),
+        media_graph("image_generation", "./", flags, {"CACHE_DIR": "/c"}, loras),
         ImageGenCalculatorOptions,
     )
     assert image.resolution == "512x512 768x768" and image.max_num_inference_steps == 30
     assert image.lora_adapters[0].alpha == pytest.approx(0.8)
-    assert not image.HasField("plugin_config")
+    assert image.device == "CPU"  # --target_device's default
+    assert json.loads(image.plugin_config) == {"NUM_STREAMS": "1", "CACHE_DIR": "/c"}
     s2t = decode(
-        media_graph("speech2text", "./", MediaFlags(enable_word_timestamps=True), None, 2, {}),
+        media_graph("speech2text", "./", TaskFlags(enable_word_timestamps=True, num_streams=2), {}),
         S2tCalculatorOptions,
     )
     assert s2t.enable_word_timestamps
     assert json.loads(s2t.plugin_config) == {"NUM_STREAMS": "2"}
-    t2s = decode(media_graph("text2speech", "/m", MediaFlags(), "GPU", 1, {}), T2sCalculatorOptions)
+    t2s = decode(
+        media_graph("text2speech", "/m", TaskFlags(target_device="GPU"), {}), T2sCalculatorOptions
+    )
     assert t2s.models_path == "/m" and t2s.target_device == "GPU"
 
 
