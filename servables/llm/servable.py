@@ -83,6 +83,7 @@ from servables.llm.model_files import (
 )
 from servables.llm.output_parsers import detect_parsers, validate_parser_names
 from servables.llm.request import GenerationRequest, Limits
+from servables.llm.token_texts_cache import cached_token_texts
 from servables.llm.tokenizer_batcher import TokenizerBatcher
 from servables.runtime.admission import Admission
 from servables.runtime.supervision import Supervisor
@@ -275,7 +276,7 @@ class LLMServable:
             else ChatTemplate(source, bos, eos)
         )
         self.tokenizer = tokenizer
-        self.token_texts = self._token_texts()
+        self.token_texts = self._token_texts(path)
         self._resolve_parsers(source.tool_text or source.text)
 
     def _resolve_parsers(self, template_text: str) -> None:
@@ -299,11 +300,15 @@ class LLMServable:
             ", tool-guided generation" if self.config.enable_tool_guided_generation else "",
         )
 
-    def _token_texts(self) -> TokenTexts | None:
-        """Texts that let most engine steps skip the tokenizer (see servables.llm.detokenizer)."""
+    def _token_texts(self, tokenizer_dir: Path) -> TokenTexts | None:
+        """Texts that let most engine steps skip the tokenizer (see servables.llm.detokenizer);
+        built at the first start with this tokenizer, read from graphrt's cache after."""
         started = time.perf_counter()
+        vocabulary = len(self.tokenizer.get_vocab())
         try:
-            texts = TokenTexts.build(self._decode_many, len(self.tokenizer.get_vocab()))
+            texts = cached_token_texts(
+                tokenizer_dir, lambda: TokenTexts.build(self._decode_many, vocabulary)
+            )
         except (RuntimeError, ValueError, TypeError, UnicodeDecodeError) as error:
             logger.debug("%s: every step decodes with the tokenizer (%s)", self.name, error)
             return None
