@@ -31,6 +31,20 @@ def test_other_distributions_claiming_the_names_are_found(
     assert own_packages.other_owners() == {"calculators": ["calculators-toolkit"]}
 
 
+def test_a_distribution_without_top_level_txt_is_read_from_its_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    info = tmp_path / "servekit-2.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: servekit\nVersion: 2.0\n")
+    (info / "RECORD").write_text(
+        "servables/__init__.py,sha256=x,1\npyovms.py,sha256=y,2\n"
+        "servekit-2.0.dist-info/RECORD,,\nservekit/core.py,sha256=z,3\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert own_packages.other_owners() == {"servables": ["servekit"], "pyovms": ["servekit"]}
+
+
 @pytest.mark.parametrize("name", own_packages.SHARED_NAMES)
 def test_a_shadowing_package_is_named_before_anything_else_fails(tmp_path: Path, name: str) -> None:
     shadow = tmp_path / name
