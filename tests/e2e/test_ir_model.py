@@ -1,11 +1,15 @@
 """Serving an OpenVINO IR model directory (model + tokenizer IRs, as openvino-genai exports it
-from the GGUF) gives the same greedy answers as the GGUF itself."""
+from the GGUF) gives the same greedy answers as the GGUF itself; the last test stops the server
+with SIGTERM while a stream is open."""
 
 from __future__ import annotations
 
+import itertools
+import json
+import signal
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
@@ -68,3 +72,37 @@ def test_completion_matches_golden(ir_server: Server, golden: Golden) -> None:
             model=ir_server.model, prompt="Once upon a time", temperature=0, max_tokens=16
         )
     assert response.choices[0].text == expected.text
+
+
+def test_sigterm_lets_an_open_stream_finish(ir_server: Server) -> None:
+    """Last in this module: it ends the module's server (SIGTERM, a stream open), which must let
+    the stream run to its end and then exit 0 (the fixture checks the code again)."""
+    body: dict[str, Any] = {
+        "model": ir_server.model,
+        "messages": [{"role": "user", "content": "Tell me a long story."}],
+        "temperature": 0,
+        "max_tokens": 48,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    with (
+        ir_server.http() as http,
+        http.stream("POST", "/v3/chat/completions", json=body) as response,
+    ):
+        assert response.status_code == 200
+        lines = response.iter_lines()
+        first = [line for line in itertools.islice(lines, 6) if line.startswith("data:")]
+
+        ir_server.process.send_signal(signal.SIGTERM)
+
+        rest = [line for line in lines if line.startswith("data:")]
+    assert ir_server.process.wait(30) == 0, ir_server.log()
+
+    payloads = [line[len("data:") :].strip() for line in first + rest]
+    assert payloads[-1] == "[DONE]"
+    chunks = [json.loads(payload) for payload in payloads[:-1]]
+    assert not any("error" in chunk for chunk in chunks), chunks
+    assert chunks[-1]["usage"]["completion_tokens"] == 48
+    reasons = [c["finish_reason"] for chunk in chunks for c in chunk["choices"]]
+    assert reasons[-1] == "length"

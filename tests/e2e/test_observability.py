@@ -1,8 +1,9 @@
 """Seeing inside a running graph, end to end: the graph page, the profiler's traces, OpenTelemetry.
 
-One server (the GGUF, an API key, --trace_dir, --tracing true) exports its spans over OTLP/HTTP
-to a small collector run by this module, which keeps them in memory. Requests go through real
-clients (httpx; a headless Chromium driven by Playwright for the page, a `system` test).
+One server (the tiny random llama: what is seen, not what it answers; an API key, --trace_dir,
+--tracing true) exports its spans over OTLP/HTTP to a small collector run by this module, which
+keeps them in memory. Requests go through real clients (httpx; a headless Chromium driven by
+Playwright for the page, a `system` test).
 """
 
 from __future__ import annotations
@@ -88,10 +89,10 @@ def trace_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def watched(
-    smollm2_gguf: Path, launch_exact: LaunchExact, collector: Collector, trace_dir: Path
+    tiny_llm_gguf: Path, launch_exact: LaunchExact, collector: Collector, trace_dir: Path
 ) -> Iterator[ExactServer]:
     args = [
-        "--model_path", str(smollm2_gguf), "--model_name", MODEL,
+        "--model_path", str(tiny_llm_gguf), "--model_name", MODEL,
         "--trace_dir", str(trace_dir), "--tracing", "true",
     ]  # fmt: skip
     env = {

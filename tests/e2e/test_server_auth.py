@@ -3,7 +3,8 @@
 Two servers: one takes its key from --api_key_file (first line of the file) and allows a single
 origin; the other takes its key from the API_KEY environment variable and exposes /metrics with
 --metrics_list. OpenAI routes need `Authorization: Bearer <key>` (401 with OpenAI's error object
-otherwise); health, status and metrics routes need no key.
+otherwise); health, status and metrics routes need no key. Both serve the tiny random llama:
+what is checked is who may ask, not what the model answers.
 """
 
 from __future__ import annotations
@@ -33,13 +34,13 @@ CHAT = {"model": "keyed", "messages": ITALY, "max_tokens": 3}
 
 @pytest.fixture(scope="module")
 def file_keyed(
-    smollm2_gguf: Path, tmp_path_factory: pytest.TempPathFactory, launch_exact: LaunchExact
+    tiny_llm_gguf: Path, tmp_path_factory: pytest.TempPathFactory, launch_exact: LaunchExact
 ) -> Iterator[ExactServer]:
     key_file = tmp_path_factory.mktemp("secrets") / "api_key.txt"
     key_file.write_text(f"{FILE_KEY}\nnot-the-key\n", encoding="utf-8")
     args = [
         "--model_path",
-        str(smollm2_gguf),
+        str(tiny_llm_gguf),
         "--model_name",
         "keyed",
         "--api_key_file",
@@ -54,10 +55,10 @@ def file_keyed(
 
 
 @pytest.fixture(scope="module")
-def env_keyed(smollm2_gguf: Path, launch_exact: LaunchExact) -> Iterator[ExactServer]:
+def env_keyed(tiny_llm_gguf: Path, launch_exact: LaunchExact) -> Iterator[ExactServer]:
     args = [
         "--model_path",
-        str(smollm2_gguf),
+        str(tiny_llm_gguf),
         "--model_name",
         "keyed",
         "--metrics_enable",

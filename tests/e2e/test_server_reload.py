@@ -181,15 +181,15 @@ def test_invalid_config_changes_nothing(
 
 
 def test_ovms_config_management_changes_a_running_server(
-    graph_repository: Callable[[str], GraphRepository], launch_exact: LaunchExact
+    polled: ExactServer, repository: GraphRepository
 ) -> None:
     """`graphrt --add_to_config` / `--remove_from_config`, as OVMS's, on a served config.json:
     the entry goes to model_config_list and the server's poll picks it up."""
     import subprocess
     import sys
 
-    repository = graph_repository("managed")
-    args = ["--config_path", str(repository.config), "--file_system_poll_wait_seconds", "1"]
+    repository.serve(["base"])
+    wait_for_states(polled, {"base": "AVAILABLE"})
 
     def manage(*flags: str) -> None:
         done = subprocess.run(
@@ -199,12 +199,11 @@ def test_ovms_config_management_changes_a_running_server(
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
 
-    with launch_exact(args) as server:
-        manage("--add_to_config", "--model_path", "added")
-        entries = json.loads(repository.config.read_text())["model_config_list"]
-        assert entries == [{"config": {"name": "managed", "base_path": "added"}}]
-        wait_for_states(server, {"base": "AVAILABLE", "managed": "AVAILABLE"})
-        with server.client() as sdk:
-            assert sdk.chat.completions.create(model="managed", messages=ITALY, max_tokens=3)
-        manage("--remove_from_config")
-        wait_for_states(server, {"base": "AVAILABLE"})
+    manage("--add_to_config", "--model_path", "added")
+    entries = json.loads(repository.config.read_text())["model_config_list"]
+    assert entries == [{"config": {"name": "managed", "base_path": "added"}}]
+    wait_for_states(polled, {"base": "AVAILABLE", "managed": "AVAILABLE"})
+    with polled.client() as sdk:
+        assert sdk.chat.completions.create(model="managed", messages=ITALY, max_tokens=3)
+    manage("--remove_from_config")
+    wait_for_states(polled, {"base": "AVAILABLE"})
