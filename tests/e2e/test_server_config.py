@@ -2,10 +2,11 @@
 
 One server serves four entries of one config.json (in a directory other than the server's working
 directory, so relative paths must be resolved against the file): two good graphs of the same GGUF
-under different names (one with the default graph_path, one with its own) and two broken ones (an
-unknown calculator, a models_path that does not exist). The good ones serve; the broken ones are
-UNAVAILABLE with their reasons and refuse requests with 503; the server as a whole is not ready.
-A config.json with a schema error stops `graphrt serve` at once with exit code 1.
+(the tiny random llama) under different names (one with the default graph_path, one with its
+own) and two broken ones (an unknown calculator, a models_path that does not exist). The good ones
+serve; the broken ones are UNAVAILABLE with their reasons and refuse requests with 503; the
+server as a whole is not ready. A config.json with a schema error stops `graphrt serve` at once
+with exit code 1.
 """
 
 from __future__ import annotations
@@ -50,13 +51,15 @@ def _settled(http: httpx.Client) -> bool:
 
 @pytest.fixture(scope="module")
 def repository(
-    smollm2_gguf: Path, tmp_path_factory: pytest.TempPathFactory, make_llm_graph: Callable[..., str]
+    tiny_llm_gguf: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    make_llm_graph: Callable[..., str],
 ) -> Path:
     """config.json and its servables; returns the config file."""
     root = tmp_path_factory.mktemp("repository") / "ovms"
     (root / "models").mkdir(parents=True)
-    os.symlink(smollm2_gguf, root / "models" / smollm2_gguf.name)
-    model = f"../models/{smollm2_gguf.name}"
+    os.symlink(tiny_llm_gguf, root / "models" / tiny_llm_gguf.name)
+    model = f"../models/{tiny_llm_gguf.name}"
     files = {
         "alpha/graph.pbtxt": make_llm_graph(model),
         "beta/beta_graph.pbtxt": make_llm_graph(model, max_tokens_limit=BETA_MAX_TOKENS_LIMIT),

@@ -1,11 +1,12 @@
 """A graph that fails mid-stream ends each API's stream the way that API's clients expect.
 
-The graph here is OVMS's LLM graph on SmolLM2 with one Python calculator after the LLM node: it
-passes the response chunks on and raises on the fourth, so the failure is the graph's (a
-calculator raised, the run errored) and reaches the HTTP route after the SSE headers and the first
-frames are out. A Responses stream must then end with `response.failed` (the Response announced
-by `response.created`, status "failed", with an `error` {code, message}) and never `[DONE]`; a
-chat completions stream with an error frame and `[DONE]`, as before.
+The graph here is OVMS's LLM graph on the tiny random llama (the failure's path is checked, not
+the answer) with one Python calculator after the LLM node: it passes the response chunks on and
+raises on the fourth, so the failure is the graph's (a calculator raised, the run errored) and
+reaches the HTTP route after the SSE headers and the first frames are out. A Responses stream
+must then end with `response.failed` (the Response announced by `response.created`, status
+"failed", with an `error` {code, message}) and never `[DONE]`; a chat completions stream with an
+error frame and `[DONE]`, as before.
 """
 
 from __future__ import annotations
@@ -54,15 +55,15 @@ node {
 
 @pytest.fixture(scope="module")
 def server(
-    smollm2_gguf: Path,
+    tiny_llm_gguf: Path,
     make_llm_graph: Callable[..., str],
     launch_exact: LaunchExact,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[ExactServer]:
     root = tmp_path_factory.mktemp("relay")
     (root / MODEL).mkdir()
-    os.symlink(smollm2_gguf, root / MODEL / smollm2_gguf.name)
-    graph = make_llm_graph(f"./{smollm2_gguf.name}", enable_prefix_caching=False)
+    os.symlink(tiny_llm_gguf, root / MODEL / tiny_llm_gguf.name)
+    graph = make_llm_graph(f"./{tiny_llm_gguf.name}", enable_prefix_caching=False)
     node_output = '  output_stream: "HTTP_RESPONSE_PAYLOAD:output"'
     assert graph.count(node_output) == 1  # the LLM node's; the graph's own is not indented
     graph = graph.replace(node_output, '  output_stream: "HTTP_RESPONSE_PAYLOAD:generated"')
