@@ -99,17 +99,18 @@ def tiny_cross_encoder() -> Path:
 
 @pytest.fixture(scope="session")
 def rag_server(
-    smollm2_gguf: Path,
+    tiny_llm_gguf: Path,
     minilm_dir: Path,
     launch_exact: LaunchExact,
     make_llm_graph: Callable[..., str],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[ExactServer]:
-    """One server, one config.json: the LLM, the embedding model and the reranker side by side."""
+    """One server, one config.json: the LLM, the embedding model and the reranker side by side.
+    The LLM is the tiny random llama: its tests check that it serves beside the encoders."""
     root = tmp_path_factory.mktemp("rag_repository")
     (root / LLM_MODEL).mkdir()
     (root / LLM_MODEL / "graph.pbtxt").write_text(
-        make_llm_graph(str(smollm2_gguf)), encoding="utf-8"
+        make_llm_graph(str(tiny_llm_gguf)), encoding="utf-8"
     )
     config = {
         "model_config_list": [],
