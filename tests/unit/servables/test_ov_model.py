@@ -244,15 +244,19 @@ class RefusingExecutor(ThreadPoolExecutor):
 
 
 async def test_a_tiny_model_runs_on_the_event_loop_and_a_big_request_on_threads(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A limit no machine's timing of this model can miss, however busy (the timing at load is the
+    # process's CPU time, which other threads of a loaded test process add to): the decision, not
+    # this machine's speed, is under test. A 200,000-row input is still estimated far above it.
+    monkeypatch.setattr(model_module, "INLINE_MAX_SECONDS", 0.05)
     save_scale_model(tmp_path, 2.0)
     model = loaded(tmp_path)
     executor = RefusingExecutor()
     model._threads = executor
     x = np.ones((1, 3), np.float32)
     assert (await model.infer({"x": x}))["y"].tolist() == [[2.0, 2.0, 2.0]]
-    assert executor.jobs == 0  # timed at load as far below INLINE_MAX_SECONDS: inline
+    assert executor.jobs == 0  # timed at load as below INLINE_MAX_SECONDS: inline
     # An input many times larger than the one timed at load is estimated as slow: threads.
     big = np.ones((200_000, 3), np.float32)
     assert (await model.infer({"x": big}))["y"].shape == (200_000, 3)
