@@ -82,8 +82,9 @@ def main() -> int:
         results.append((ready, cpu))
         print(f"{number:>5} {ready:>7.2f}s {cpu:>7.2f}s", flush=True)
     later = results[1:] or results
+    which = f"starts 2-{len(results)}" if len(results) > 1 else "start 1"
     print(
-        f"median of starts 2-{len(results)}: ready {statistics.median(r for r, _ in later):.2f} s, "
+        f"median of {which}: ready {statistics.median(r for r, _ in later):.2f} s, "
         f"CPU {statistics.median(c for _, c in later):.2f} s"
     )
     return 0
