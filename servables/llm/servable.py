@@ -234,10 +234,9 @@ class LLMServable:
                     await asyncio.gather(frontend, return_exceptions=True)
                 raise
             if frontend is None:
-                frontend = asyncio.ensure_future(
-                    asyncio.to_thread(self._load_tokenizer, Path(ready.tokenizer_path))
-                )
-            await frontend
+                await asyncio.to_thread(self._load_tokenizer, Path(ready.tokenizer_path))
+            else:
+                await frontend
         except ServableLoadError as error:
             self.state = ServableState.UNAVAILABLE
             self.error = error.message
@@ -304,10 +303,10 @@ class LLMServable:
         """Texts that let most engine steps skip the tokenizer (see servables.llm.detokenizer);
         built at the first start with this tokenizer, read from graphrt's cache after."""
         started = time.perf_counter()
-        vocabulary = len(self.tokenizer.get_vocab())
         try:
             texts = cached_token_texts(
-                tokenizer_dir, lambda: TokenTexts.build(self._decode_many, vocabulary)
+                tokenizer_dir,
+                lambda: TokenTexts.build(self._decode_many, len(self.tokenizer.get_vocab())),
             )
         except (RuntimeError, ValueError, TypeError, UnicodeDecodeError) as error:
             logger.debug("%s: every step decodes with the tokenizer (%s)", self.name, error)
