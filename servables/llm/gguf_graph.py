@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from servables.llm.model_files import cache_root, file_key, openable_gguf
+from servables.llm.model_files import cache_root, file_key, is_gguf, openable_gguf
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +85,15 @@ def genai_model_dir(models_path: Path) -> Path:
     """A model directory with genai's own graph of the GGUF at `models_path`, unchanged: the
     directory genai loads in place of the file. Raises OSError when the cache cannot hold it."""
     return cached_model_dir(models_path, "gguf-genai", _save_unchanged)
+
+
+def saved_graph_dir(models_path: Path) -> Path | None:
+    """genai's saved graph of the GGUF at `models_path` (with its tokenizer IRs), if one was made
+    and is complete; None for anything else."""
+    if not is_gguf(models_path):
+        return None
+    target = cache_root() / "gguf-genai" / _entry_name(models_path)
+    return target if (target / MODEL_XML).is_file() else None
 
 
 def _save_unchanged(models_path: Path, directory: Path) -> None:

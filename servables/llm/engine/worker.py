@@ -31,6 +31,7 @@ from servables.llm.engine.lifetime import LOG_PATH_ENVIRONMENT, die_with_parent,
 from servables.llm.engine.messages import EngineSpec, LoadFailed, Ready, receive_command
 from servables.llm.engine.pipeline import build_pipeline
 from servables.llm.engine.stateful import StatefulLoop
+from servables.llm.gguf_graph import saved_graph_dir
 from servables.llm.model_files import tokenizer_location
 
 
@@ -52,7 +53,9 @@ def main(commands: Connection, events: Connection) -> None:
         pipeline = build_pipeline(spec)
         tokenizer = pipeline.get_tokenizer()
         eos = int(tokenizer.get_eos_token_id())
-        tokenizer_path = tokenizer_location(Path(spec.models_path))
+        tokenizer_path = tokenizer_location(
+            Path(spec.models_path), saved_graph_dir(Path(spec.models_path))
+        )
     except Exception as error:  # anything the engine throws at load is the user's model problem
         events.send(LoadFailed(str(error).strip() or type(error).__name__))
         return
