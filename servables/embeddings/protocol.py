@@ -18,10 +18,9 @@ import numpy as np
 import numpy.typing as npt
 
 from servables.errors import InvalidRequest
-from servables.io.request_fields import is_integer
+from servables.io.request_fields import PLAIN, RequestFields, is_integer
 
 EncodingFormat = Literal["float", "base64"]
-KNOWN_FIELDS = {"model", "input", "encoding_format", "dimensions", "user"}
 
 
 @dataclass(frozen=True)
@@ -36,10 +35,6 @@ class EmbeddingsRequest:
     @property
     def count(self) -> int:
         return len(self.texts if self.texts is not None else self.token_ids or [])
-
-
-def _is_int(value: Any) -> bool:
-    return is_integer(value)
 
 
 INPUT_TYPES = (
@@ -64,13 +59,13 @@ def _parse_input(value: Any, max_inputs: int) -> tuple[list[str] | None, list[li
         )
     if all(isinstance(item, str) for item in value):
         return list(value), None
-    if all(_is_int(item) for item in value):
+    if all(is_integer(item) for item in value):
         return None, [list(value)]
     if all(isinstance(item, list) for item in value):
         for index, item in enumerate(value):
             if not item:
                 raise InvalidRequest(f"input[{index}] must not be an empty array", param="input")
-            if not all(_is_int(token) for token in item):
+            if not all(is_integer(token) for token in item):
                 raise InvalidRequest(
                     f"input[{index}] must be an array of token ids (integers)", param="input"
                 )
@@ -89,31 +84,24 @@ def parse_embeddings_request(body: Any, max_inputs: int) -> EmbeddingsRequest:
     """Validate an OpenAI embeddings request body; raises InvalidRequest naming the field."""
     if not isinstance(body, dict):
         raise InvalidRequest("JSON body must be an object")
-    model = body.get("model")
+    fields = RequestFields(body, wording=PLAIN)
+    model = fields.raw("model")
     if not isinstance(model, str):
         raise InvalidRequest("model must be a string", param="model")
-    texts, token_ids = _parse_input(body.get("input"), max_inputs)
-    encoding: EncodingFormat
-    given = body.get("encoding_format")
-    if given is None or given == "float":
-        encoding = "float"
-    elif given == "base64":
-        encoding = "base64"
-    else:
+    texts, token_ids = _parse_input(fields.raw("input"), max_inputs)
+    given = fields.raw("encoding_format")
+    if given not in (None, "float", "base64"):
         raise InvalidRequest('encoding_format must be "float" or "base64"', param="encoding_format")
-    dimensions = body.get("dimensions")
-    if dimensions is not None and (not _is_int(dimensions) or dimensions < 1):
-        raise InvalidRequest("dimensions must be a positive integer", param="dimensions")
-    user = body.get("user")
-    if user is not None and not isinstance(user, str):
-        raise InvalidRequest("user must be a string", param="user")
+    encoding: EncodingFormat = "base64" if given == "base64" else "float"
+    dimensions = fields.positive("dimensions")
+    fields.string("user")
     return EmbeddingsRequest(
         model=model,
         texts=texts,
         token_ids=token_ids,
         encoding_format=encoding,
         dimensions=dimensions,
-        ignored_fields=sorted(set(body) - KNOWN_FIELDS),
+        ignored_fields=fields.unused(),
     )
 
 

@@ -4,9 +4,15 @@ OpenAI's image and audio APIs take some requests as JSON (`/images/generations`,
 `/audio/speech`) and others as multipart forms (`/images/edits`, `/audio/transcriptions`),
 with the same kinds of fields. `RequestFields` reads both: a JSON member is taken as its JSON
 type, a form field is a string converted strictly (" 12" or "1.5" is not an integer), so a
-field's checks and messages are written once. Messages keep OVMS's wording ("<name> field is not
-a int" and the like), each naming the field as OpenAI's `param`. Fields nobody read are reported
-by `unused()`, which callers refuse with OVMS's "Unhandled parameter: <name>" or ignore.
+field's checks and messages are written once. Every protocol reads its request's top-level fields
+with it (chat/completions, embeddings, rerank, images, speech, transcriptions); nested structures
+(messages, tools, documents) are read by their protocol's own modules.
+
+Each API keeps its own words for the same refusal (`Wording`): OVMS's image and audio endpoints
+say "<name> field is not a int", its LLM endpoints "<name> is not an integer", and the embeddings
+and rerank APIs "<name> must be an integer"; clients and OVMS users' scripts match on them. Every
+message names the field as OpenAI's `param`. Fields nobody read are reported by `unused()`, which
+callers refuse with OVMS's "Unhandled parameter: <name>" or ignore.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any, Literal, TypeGuard
 
 from servables.errors import InvalidRequest
 
@@ -56,11 +62,70 @@ def model_of(body: Mapping[str, Any]) -> str:
     return model
 
 
+Kind = Literal["string", "int", "float", "boolean", "list of strings"]
+
+
+@dataclass(frozen=True)
+class Wording:
+    """One API's words for the refusals every reader shares; templates take {name}, and
+    `missing` also {body} ("JSON body" or "multipart body")."""
+
+    missing: str
+    wrong_kind: Mapping[Kind, str]
+    not_finite: str = "{name} must be a finite number"
+    positive: str = "{name} must be a positive integer"
+    unsigned: str = "{name} must be a non-negative integer"
+    choices: str = "{name} must be one of {choices}; got {value!r}"
+    # Whether a JSON float with no fraction (4.0) is read as an integer; OVMS's LLM endpoints
+    # (rapidjson's IsInt) refuse it.
+    whole_floats: bool = True
+
+
+OVMS_MEDIA = Wording(
+    missing="{name} field is missing in {body}",
+    wrong_kind={
+        kind: "{name} field is not a " + kind
+        for kind in ("string", "int", "float", "boolean", "list of strings")
+    },
+)
+OVMS_LLM = Wording(
+    missing="{name} missing in request",
+    wrong_kind={
+        "string": "{name} is not a string",
+        "int": "{name} is not an integer",
+        "float": "{name} is not a valid number",
+        "boolean": "{name} accepts values true or false",
+        "list of strings": "{name} is not an array of strings",
+    },
+    not_finite="{name} is not a valid number",
+    unsigned="{name} is not an unsigned integer",
+    whole_floats=False,
+)
+PLAIN = Wording(
+    missing="{name} is required",
+    wrong_kind={
+        "string": "{name} must be a string",
+        "int": "{name} must be an integer",
+        "float": "{name} must be a number",
+        "boolean": "{name} must be a boolean",
+        "list of strings": "{name} must be an array of strings",
+    },
+    whole_floats=False,
+)
+
+
 class RequestFields:
     """See the module docstring. `form` is a multipart form (field name → its parts, in order),
-    else `values` is a JSON object."""
+    else `values` is a JSON object; `wording` is the API's (OVMS's image/audio wording unless
+    told)."""
 
-    def __init__(self, values: Mapping[str, Any] | None = None, form: Form | None = None) -> None:
+    def __init__(
+        self,
+        values: Mapping[str, Any] | None = None,
+        form: Form | None = None,
+        wording: Wording = OVMS_MEDIA,
+    ) -> None:
+        self.wording = wording
         self.form = form is not None
         self.body = "multipart body" if self.form else "JSON body"
         self._values: dict[str, Any] = {}
@@ -94,14 +159,17 @@ class RequestFields:
             if name not in ignored:
                 raise InvalidRequest(f"Unhandled parameter: {name}", param=name)
 
-    def _wrong(self, name: str, kind: str) -> InvalidRequest:
-        return InvalidRequest(f"{name} field is not a {kind}", param=name)
+    def _wrong(self, name: str, kind: Kind) -> InvalidRequest:
+        return InvalidRequest(self.wording.wrong_kind[kind].format(name=name), param=name)
+
+    def _missing(self, name: str) -> InvalidRequest:
+        return InvalidRequest(self.wording.missing.format(name=name, body=self.body), param=name)
 
     def string(self, name: str, *, required: bool = False) -> str | None:
         value = self.raw(name)
         if value is None:
             if required:
-                raise InvalidRequest(f"{name} field is missing in {self.body}", param=name)
+                raise self._missing(name)
             return None
         if not isinstance(value, str):
             raise self._wrong(name, "string")
@@ -112,9 +180,10 @@ class RequestFields:
         if value is None:
             return default
         if value not in choices:
-            raise InvalidRequest(
-                f"{name} must be one of {', '.join(choices)}; got {value!r}", param=name
+            message = self.wording.choices.format(
+                name=name, choices=", ".join(choices), value=value
             )
+            raise InvalidRequest(message, param=name)
         return value
 
     def integer(
@@ -127,7 +196,7 @@ class RequestFields:
             if not (value.isascii() and value.removeprefix("-").isdigit()):
                 raise self._wrong(name, "int")
             value = int(value)
-        elif isinstance(value, float) and value.is_integer():
+        elif isinstance(value, float) and value.is_integer() and self.wording.whole_floats:
             value = int(value)  # JSON's 4.0 is 4
         if not is_integer(value):
             raise self._wrong(name, "int")
@@ -152,12 +221,28 @@ class RequestFields:
             raise self._wrong(name, "float")
         number = float(value)
         if not math.isfinite(number):
-            raise InvalidRequest(f"{name} must be a finite number", param=name)
+            raise InvalidRequest(self.wording.not_finite.format(name=name), param=name)
         if minimum is not None and number < minimum:
             raise InvalidRequest(f"{name} must be at least {minimum:g}; got {number:g}", param=name)
         if maximum is not None and number > maximum:
             raise InvalidRequest(f"{name} must be at most {maximum:g}; got {number:g}", param=name)
         return number
+
+    def positive(self, name: str) -> int | None:
+        """An integer of at least 1, with one message for anything else."""
+        return self._at_least(name, 1, self.wording.positive)
+
+    def unsigned(self, name: str) -> int | None:
+        """An integer of at least 0, with one message for anything else."""
+        return self._at_least(name, 0, self.wording.unsigned)
+
+    def _at_least(self, name: str, minimum: int, message: str) -> int | None:
+        value = self.raw(name)
+        if value is None:
+            return None
+        if not is_integer(value) or value < minimum:
+            raise InvalidRequest(message.format(name=name), param=name)
+        return value
 
     def boolean(self, name: str) -> bool | None:
         value = self.raw(name)
@@ -187,7 +272,7 @@ class RequestFields:
         value = self.raw(name)
         if value is None or value == []:
             if required:
-                raise InvalidRequest(f"{name} field is missing in {self.body}", param=name)
+                raise self._missing(name)
             return []
         if not isinstance(value, list) or not all(isinstance(v, UploadedFile) for v in value):
             raise InvalidRequest(f"{name} must be a file part of the form", param=name)

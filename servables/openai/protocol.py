@@ -13,11 +13,10 @@ servables.openai.messages; this module reads every other field.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from servables.errors import InvalidRequest
-from servables.io.request_fields import is_integer, is_number, model_of
+from servables.io.request_fields import OVMS_LLM, RequestFields, is_integer, model_of
 from servables.llm.request import Endpoint, GenerationRequest, Limits, SamplingRequest
 from servables.openai.messages import parse_messages, parse_prompt
 from servables.openai.structured_output import CONSTRAINT_FIELDS, parse_constraint
@@ -70,32 +69,15 @@ _COMPLETION_FIELDS = {"prompt", "echo", "suffix"}
 # ------------------------------------------------------------------------------------ readers
 
 
-def _is_number(value: Any) -> bool:
-    return is_number(value) and math.isfinite(value)
-
-
-def _bool(body: dict[str, Any], name: str, message: str | None = None) -> bool | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, bool):
-        raise InvalidRequest(message or f"{name} accepts values true or false", param=name)
-    return value
-
-
-def _uint(body: dict[str, Any], name: str) -> int | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    if not is_integer(value) or value < 0:
-        raise InvalidRequest(f"{name} is not an unsigned integer", param=name)
-    if value > UINT32_MAX:
+def _uint(fields: RequestFields, name: str) -> int | None:
+    value = fields.unsigned(name)
+    if value is not None and value > UINT32_MAX:
         raise InvalidRequest(f"{name} value can't be greater than {UINT32_MAX}", param=name)
     return value
 
 
 def _number(
-    body: dict[str, Any],
+    fields: RequestFields,
     name: str,
     low: float | None = None,
     high: float | None = None,
@@ -103,20 +85,17 @@ def _number(
     high_open: bool = False,
     range_text: str | None = None,
 ) -> float | None:
-    value = body.get(name)
-    if value is None:
+    number = fields.number(name)
+    if number is None:
         return None
-    if not _is_number(value):
-        raise InvalidRequest(f"{name} is not a valid number", param=name)
-    number = float(value)
     too_high = high is not None and (number >= high if high_open else number > high)
     if (low is not None and number < low) or too_high:
         raise InvalidRequest(f"{name} out of range{range_text or f'({low}, {high})'}", param=name)
     return number
 
 
-def _max_tokens(body: dict[str, Any], name: str, limits: Limits, *, inclusive: bool) -> int | None:
-    value = _uint(body, name)
+def _max_tokens(fields: RequestFields, name: str, limits: Limits, *, inclusive: bool) -> int | None:
+    value = _uint(fields, name)
     if value is None:
         return None
     limit = limits.max_tokens_limit
@@ -125,8 +104,8 @@ def _max_tokens(body: dict[str, Any], name: str, limits: Limits, *, inclusive: b
     return value
 
 
-def _stop(body: dict[str, Any]) -> list[str]:
-    value = body.get("stop")
+def _stop(fields: RequestFields) -> list[str]:
+    value = fields.raw("stop")
     if value is None:
         return []
     if isinstance(value, str):
@@ -142,8 +121,8 @@ def _stop(body: dict[str, Any]) -> list[str]:
     raise InvalidRequest("stop is not a string or array of strings", param="stop")
 
 
-def _stream_options(body: dict[str, Any], stream: bool) -> bool:
-    options = body.get("stream_options")
+def _stream_options(fields: RequestFields, stream: bool) -> bool:
+    options = fields.raw("stream_options")
     if options is None:
         return False
     if not stream:
@@ -167,48 +146,43 @@ def _stream_options(body: dict[str, Any], stream: bool) -> bool:
 
 
 def _sampling(
-    body: dict[str, Any], endpoint: Endpoint, stream: bool, limits: Limits
+    fields: RequestFields, endpoint: Endpoint, stream: bool, limits: Limits
 ) -> SamplingRequest:
     sampling = SamplingRequest()
-    sampling.max_tokens = _max_tokens(body, "max_tokens", limits, inclusive=False)
+    sampling.max_tokens = _max_tokens(fields, "max_tokens", limits, inclusive=False)
     if endpoint == "chat":
-        completion_tokens = _max_tokens(body, "max_completion_tokens", limits, inclusive=True)
+        completion_tokens = _max_tokens(fields, "max_completion_tokens", limits, inclusive=True)
         if completion_tokens is not None:
             sampling.max_tokens = completion_tokens
-    sampling.temperature = _number(body, "temperature", 0.0, 2.0)
-    sampling.top_p = _number(body, "top_p", 0.0, 1.0)
-    top_k = body.get("top_k")
+    sampling.temperature = _number(fields, "temperature", 0.0, 2.0)
+    sampling.top_p = _number(fields, "top_p", 0.0, 1.0)
+    top_k = fields.integer("top_k")
     if top_k is not None:
-        if not is_integer(top_k):
-            raise InvalidRequest("top_k is not an integer", param="top_k")
         if top_k != -1 and top_k <= 0:
             raise InvalidRequest(
                 "top_k must be -1 (all tokens) or a positive integer", param="top_k"
             )
         sampling.top_k = top_k
-    sampling.min_p = _number(body, "min_p", 0.0, 1.0, high_open=True, range_text=" [0.0, 1.0)")
-    sampling.repetition_penalty = _number(body, "repetition_penalty")
+    sampling.min_p = _number(fields, "min_p", 0.0, 1.0, high_open=True, range_text=" [0.0, 1.0)")
+    sampling.repetition_penalty = _number(fields, "repetition_penalty")
     if sampling.repetition_penalty is not None and sampling.repetition_penalty <= 0:
         raise InvalidRequest(
             "repetition_penalty must be greater than 0", param="repetition_penalty"
         )
-    sampling.length_penalty = _number(body, "length_penalty")
-    sampling.frequency_penalty = _number(body, "frequency_penalty", -2.0, 2.0)
-    sampling.presence_penalty = _number(body, "presence_penalty", -2.0, 2.0)
-    seed = body.get("seed")
+    sampling.length_penalty = _number(fields, "length_penalty")
+    sampling.frequency_penalty = _number(fields, "frequency_penalty", -2.0, 2.0)
+    sampling.presence_penalty = _number(fields, "presence_penalty", -2.0, 2.0)
+    seed = fields.integer("seed")
     if seed is not None:
-        if not is_integer(seed):
-            raise InvalidRequest("seed is not an integer", param="seed")
         if not 0 <= seed <= UINT32_MAX:
             raise InvalidRequest(f"seed out of range [0, {UINT32_MAX}]", param="seed")
         sampling.seed = seed
-    sampling.stop = _stop(body)
-    include_stop = _bool(body, "include_stop_str_in_output")
-    sampling.include_stop_str_in_output = bool(include_stop)
-    sampling.ignore_eos = bool(_bool(body, "ignore_eos"))
-    sampling.skip_special_tokens = _bool(body, "skip_special_tokens") is not False
+    sampling.stop = _stop(fields)
+    sampling.include_stop_str_in_output = bool(fields.boolean("include_stop_str_in_output"))
+    sampling.ignore_eos = bool(fields.boolean("ignore_eos"))
+    sampling.skip_special_tokens = fields.boolean("skip_special_tokens") is not False
 
-    best_of = _uint(body, "best_of")
+    best_of = _uint(fields, "best_of")
     if best_of is not None:
         if best_of == 0:
             raise InvalidRequest("best_of value should be greater than 0", param="best_of")
@@ -220,7 +194,7 @@ def _sampling(
         if stream:
             raise InvalidRequest("best_of cannot be used in streaming mode", param="best_of")
         sampling.best_of = best_of
-    n = _uint(body, "n")
+    n = _uint(fields, "n")
     if n is not None:
         if n == 0:
             raise InvalidRequest("n value should be greater than 0", param="n")
@@ -233,11 +207,9 @@ def _sampling(
         sampling.n = n
 
     if endpoint == "chat":
-        sampling.logprobs = bool(_bool(body, "logprobs"))
-        top_logprobs = body.get("top_logprobs")
+        sampling.logprobs = bool(fields.boolean("logprobs"))
+        top_logprobs = fields.integer("top_logprobs")
         if top_logprobs is not None:
-            if not is_integer(top_logprobs):
-                raise InvalidRequest("top_logprobs is not an integer", param="top_logprobs")
             if not 0 <= top_logprobs <= 20:
                 raise InvalidRequest("top_logprobs out of range [0, 20]", param="top_logprobs")
             if top_logprobs and not sampling.logprobs:
@@ -246,7 +218,7 @@ def _sampling(
                 )
             sampling.top_logprobs = top_logprobs
     else:
-        logprobs = body.get("logprobs")
+        logprobs = fields.raw("logprobs")
         if logprobs is not None:
             if not is_integer(logprobs):
                 raise InvalidRequest("logprobs accepts integer values", param="logprobs")
@@ -260,12 +232,12 @@ def _sampling(
 # --------------------------------------------------------------------------------- tools
 
 
-def _tools(body: dict[str, Any], request: GenerationRequest) -> None:
+def _tools(fields: RequestFields, body: dict[str, Any], request: GenerationRequest) -> None:
     """tools, tool_choice, parallel_tool_calls and the output constraint of a chat request."""
-    tools = parse_tools(body["tools"]) if body.get("tools") is not None else None
-    choice = parse_tool_choice(body.get("tool_choice"), tools)
-    parallel = _bool(body, "parallel_tool_calls")
-    request.parallel_tool_calls = parallel is not False
+    given = fields.raw("tools")
+    tools = parse_tools(given) if given is not None else None
+    choice = parse_tool_choice(fields.raw("tool_choice"), tools)
+    request.parallel_tool_calls = fields.boolean("parallel_tool_calls") is not False
     request.tool_choice = choice
     request.tools = tools if tools and choice.mode != "none" else None
     request.constraint = parse_constraint(body)
@@ -284,13 +256,14 @@ def parse_request(body: Any, endpoint: Endpoint, limits: Limits) -> GenerationRe
     """Validate a decoded JSON body for `endpoint`; raises InvalidRequest naming the field."""
     if not isinstance(body, dict):
         raise InvalidRequest("JSON body must be an object")
+    fields = RequestFields(body, wording=OVMS_LLM)
     model = model_of(body)
-    stream = body.get("stream", False)
+    stream = fields.raw("stream")
     if stream is None:
         stream = False
     if not isinstance(stream, bool):
         raise InvalidRequest("Stream is not bool", param="stream")
-    modalities = body.get("modalities")
+    modalities = fields.raw("modalities")
     if isinstance(modalities, list) and "audio" in modalities:
         where = (
             "a graph with a text-to-speech node (see examples/voice_chat)"
@@ -301,15 +274,15 @@ def parse_request(body: Any, endpoint: Endpoint, limits: Limits) -> GenerationRe
             f"This model answers in text only here: a spoken answer needs {where}",
             param="modalities",
         )
-    include_usage = _stream_options(body, stream)
-    sampling = _sampling(body, endpoint, stream, limits)
+    include_usage = _stream_options(fields, stream)
+    sampling = _sampling(fields, endpoint, stream, limits)
     request = GenerationRequest(endpoint, model, stream, include_usage, sampling)
     known = _COMMON_FIELDS | (_CHAT_FIELDS if endpoint == "chat" else _COMPLETION_FIELDS)
     request.ignored_fields = sorted(set(body) - known)
     if endpoint == "chat":
         request.messages, request.images = parse_messages(body)
-        _tools(body, request)
-        kwargs = body.get("chat_template_kwargs")
+        _tools(fields, body, request)
+        kwargs = fields.raw("chat_template_kwargs")
         if kwargs is not None:
             if not isinstance(kwargs, dict):
                 raise InvalidRequest(
@@ -319,13 +292,13 @@ def parse_request(body: Any, endpoint: Endpoint, limits: Limits) -> GenerationRe
     else:
         request.prompt = parse_prompt(body)
         request.constraint = parse_constraint(body)
-        request.echo = bool(_bool(body, "echo", "echo accepts values true or false"))
-        if body.get("suffix"):
+        request.echo = bool(fields.boolean("echo"))
+        if fields.raw("suffix"):
             raise InvalidRequest("suffix is not supported", param="suffix")
     if sampling.max_tokens == 0 and not (endpoint == "completions" and request.echo):
         field_name = (
             "max_completion_tokens"
-            if body.get("max_completion_tokens") is not None
+            if fields.raw("max_completion_tokens") is not None
             else "max_tokens"
         )
         raise InvalidRequest(

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from servables.errors import InvalidRequest
-from servables.io.request_fields import is_integer, model_of
+from servables.io.request_fields import OVMS_LLM, RequestFields, model_of
 from servables.io.text.tokenize import TokenizeRequest
 
 __all__ = [
@@ -33,38 +33,28 @@ MAX_LENGTH = 131072  # the bound on max_length for a servable that knows no cont
 MAX_PADDED_TOKENS = 1 << 20  # the texts times max_length of a padded request
 
 
-def _optional_bool(body: dict[str, Any], name: str, default: bool | None) -> bool | None:
-    value = body.get(name)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise InvalidRequest(f"{name} accepts values true or false", param=name)
-    return value
-
-
 def parse_tokenize_request(body: Any, context: int | None = None) -> TokenizeRequest:
     """The request, checked; `context` (the model's, if known) bounds max_length."""
     if not isinstance(body, dict):
         raise InvalidRequest("JSON body must be an object")
+    fields = RequestFields(body, wording=OVMS_LLM)
     model = model_of(body)
-    text = body.get("text")
+    text = fields.raw("text")
     if isinstance(text, str):
         texts, batched = [text], False
     elif isinstance(text, list) and text and all(isinstance(item, str) for item in text):
         texts, batched = list(text), True
     else:
         raise InvalidRequest("text must be a string or a non-empty array of strings", param="text")
-    max_length = body.get("max_length")
+    max_length = fields.positive("max_length")
     limit = min(context, MAX_LENGTH) if context else MAX_LENGTH
-    if max_length is not None and (not is_integer(max_length) or max_length <= 0):
-        raise InvalidRequest("max_length must be a positive integer", param="max_length")
     if max_length is not None and max_length > limit:
         raise InvalidRequest(
             f"max_length must be at most {limit}"
             + (" (the model's context)" if limit == context else ""),
             param="max_length",
         )
-    pad = bool(_optional_bool(body, "pad_to_max_length", False))
+    pad = bool(fields.boolean("pad_to_max_length"))
     if pad and max_length is None:
         raise InvalidRequest("pad_to_max_length needs max_length", param="pad_to_max_length")
     if pad and max_length is not None and len(texts) * max_length > MAX_PADDED_TOKENS:
@@ -73,7 +63,7 @@ def parse_tokenize_request(body: Any, context: int | None = None) -> TokenizeReq
             f"{MAX_PADDED_TOKENS} tokens; send fewer texts or a smaller max_length",
             param="pad_to_max_length",
         )
-    side = body.get("padding_side")
+    side = fields.raw("padding_side")
     if side is not None and side not in ("left", "right"):
         raise InvalidRequest("padding_side must be 'left' or 'right'", param="padding_side")
     return TokenizeRequest(
@@ -83,7 +73,7 @@ def parse_tokenize_request(body: Any, context: int | None = None) -> TokenizeReq
         max_length=max_length,
         pad_to_max_length=pad,
         padding_side=side,
-        add_special_tokens=_optional_bool(body, "add_special_tokens", None),
+        add_special_tokens=fields.boolean("add_special_tokens"),
     )
 
 

@@ -13,18 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servables.errors import InvalidRequest
-from servables.io.request_fields import is_integer
-
-KNOWN_FIELDS = {
-    "model",
-    "query",
-    "documents",
-    "top_n",
-    "return_documents",
-    "rank_fields",
-    "max_chunks_per_doc",
-    "max_tokens_per_doc",
-}
+from servables.io.request_fields import PLAIN, RequestFields
 
 
 @dataclass(frozen=True)
@@ -37,15 +26,6 @@ class RerankRequest:
     max_chunks_per_doc: int | None = None
     max_tokens_per_doc: int | None = None
     ignored_fields: list[str] = field(default_factory=list)
-
-
-def _positive_int(body: dict[str, Any], name: str) -> int | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    if not is_integer(value) or value < 1:
-        raise InvalidRequest(f"{name} must be a positive integer", param=name)
-    return value
 
 
 def _document_text(index: int, document: Any) -> str:
@@ -67,17 +47,14 @@ def parse_rerank_request(body: Any) -> RerankRequest:
     """Validate a rerank request body; raises InvalidRequest naming the field."""
     if not isinstance(body, dict):
         raise InvalidRequest("JSON body must be an object")
-    model = body.get("model")
+    fields = RequestFields(body, wording=PLAIN)
+    model = fields.raw("model")
     if not isinstance(model, str):
         raise InvalidRequest("model must be a string", param="model")
-    query = body.get("query")
-    if query is None:
-        raise InvalidRequest("query is required", param="query")
-    if not isinstance(query, str):
-        raise InvalidRequest("query must be a string", param="query")
+    query = fields.string("query", required=True) or ""
     if not query.strip():
         raise InvalidRequest("query must not be empty or only whitespace", param="query")
-    documents = body.get("documents")
+    documents = fields.raw("documents")
     if documents is None:
         raise InvalidRequest("documents is required", param="documents")
     if not isinstance(documents, list):
@@ -85,24 +62,19 @@ def parse_rerank_request(body: Any) -> RerankRequest:
     if not documents:
         raise InvalidRequest("documents must not be an empty array", param="documents")
     texts = [_document_text(index, document) for index, document in enumerate(documents)]
-    rank_fields = body.get("rank_fields")
+    rank_fields = fields.raw("rank_fields")
     if rank_fields is not None and rank_fields != ["text"]:
         raise InvalidRequest('rank_fields: only ["text"] is supported', param="rank_fields")
-    top_n = _positive_int(body, "top_n")
-    return_documents = body.get("return_documents", False)
-    if return_documents is None:
-        return_documents = False
-    if not isinstance(return_documents, bool):
-        raise InvalidRequest("return_documents must be a boolean", param="return_documents")
+    top_n = fields.positive("top_n")
     return RerankRequest(
         model=model,
         query=query,
         documents=texts,
         top_n=min(top_n or len(texts), len(texts)),
-        return_documents=return_documents,
-        max_chunks_per_doc=_positive_int(body, "max_chunks_per_doc"),
-        max_tokens_per_doc=_positive_int(body, "max_tokens_per_doc"),
-        ignored_fields=sorted(set(body) - KNOWN_FIELDS),
+        return_documents=bool(fields.boolean("return_documents")),
+        max_chunks_per_doc=fields.positive("max_chunks_per_doc"),
+        max_tokens_per_doc=fields.positive("max_tokens_per_doc"),
+        ignored_fields=fields.unused(),
     )
 
 

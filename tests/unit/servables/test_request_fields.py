@@ -1,7 +1,7 @@
 """RequestFields: one set of typed getters over JSON bodies and multipart forms.
 
 A JSON member keeps its JSON type; a form field is text converted strictly. Every refusal is an
-InvalidRequest naming the field as `param`, in OVMS's wording where OVMS has one.
+InvalidRequest naming the field as `param`, in the wording of the API that reads it.
 """
 
 from __future__ import annotations
@@ -11,7 +11,15 @@ from typing import Any
 import pytest
 
 from servables.errors import InvalidRequest
-from servables.io.request_fields import Form, RequestFields, UploadedFile
+from servables.io.request_fields import (
+    OVMS_LLM,
+    OVMS_MEDIA,
+    PLAIN,
+    Form,
+    RequestFields,
+    UploadedFile,
+    Wording,
+)
 
 PNG = UploadedFile("a.png", "image/png", b"\x89PNG")
 WAV = UploadedFile("b.wav", "audio/wav", b"RIFF")
@@ -234,3 +242,43 @@ def test_a_field_read_but_refused_is_not_reported_again() -> None:
     with pytest.raises(InvalidRequest):
         fields.integer("n")
     assert fields.unused() == []
+
+
+# -------------------------------------------------------------------------------------- wording
+
+
+@pytest.mark.parametrize(
+    ("wording", "wrong_type", "missing", "whole_float"),
+    [
+        (OVMS_MEDIA, "size field is not a int", "size field is missing in JSON body", 4),
+        (OVMS_LLM, "size is not an integer", "size missing in request", None),
+        (PLAIN, "size must be an integer", "size is required", None),
+    ],
+)
+def test_each_api_keeps_its_wording_for_the_same_refusal(
+    wording: Wording, wrong_type: str, missing: str, whole_float: int | None
+) -> None:
+    """One reader, each API's words: OVMS's image/audio endpoints, its LLM endpoints (which
+    also refuse 4.0 as an integer, as rapidjson's IsInt does) and the embeddings/rerank APIs."""
+    error = refused(RequestFields({"size": "4"}, wording=wording).integer, "size")
+    assert (error.message, error.param) == (wrong_type, "size")
+    error = refused(RequestFields({}, wording=wording).string, "size", required=True)
+    assert (error.message, error.param) == (missing, "size")
+    whole = RequestFields({"size": 4.0}, wording=wording)
+    if whole_float is None:
+        assert refused(whole.integer, "size").message == wrong_type
+    else:
+        assert whole.integer("size") == whole_float
+
+
+def test_positive_and_unsigned_have_one_message_for_any_wrong_value() -> None:
+    for value in (0, -1, 1.5, "2", True):
+        assert refused(RequestFields({"n": value}, wording=OVMS_LLM).positive, "n").message == (
+            "n must be a positive integer"
+        )
+    for value in (-1, 1.5, "2", True):
+        assert refused(RequestFields({"n": value}, wording=OVMS_LLM).unsigned, "n").message == (
+            "n is not an unsigned integer"
+        )
+    fields = RequestFields({"a": 1, "b": 0}, wording=PLAIN)
+    assert (fields.positive("a"), fields.unsigned("b"), fields.positive("c")) == (1, 0, None)
