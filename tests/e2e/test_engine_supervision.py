@@ -108,7 +108,7 @@ def test_a_killed_engine_is_restarted_while_the_other_servable_serves(
     first_frame = threading.Event()
 
     def stream() -> None:
-        body = chat("a", max_tokens=1500, ignore_eos=True, stream=True)
+        body = chat("a", max_tokens=6000, ignore_eos=True, stream=True)
         with (
             server.http() as http,
             http.stream("POST", "/v3/chat/completions", json=body) as response,
@@ -167,7 +167,7 @@ def test_a_killed_engine_is_restarted_while_the_other_servable_serves(
 async def test_a_full_queue_answers_503_with_retry_after(supervised: ExactServer) -> None:
     """`b` runs one sequence at a time and lets one wait: a third request is refused."""
     server = supervised
-    body = chat("b", max_tokens=2000, ignore_eos=True, stream=True)
+    body = chat("b", max_tokens=6000, ignore_eos=True, stream=True)
     async with httpx.AsyncClient(base_url=server.base_url, timeout=120) as http:
         metrics = server.http()
 

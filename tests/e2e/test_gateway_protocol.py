@@ -36,7 +36,7 @@ import pytest
 
 from graphrt.observability.metrics import OVMS_METRICS
 from tests import endpoint_picker
-from tests.e2e.test_lora import SHAPES, write_peft_adapter
+from tests.e2e.test_lora import write_peft_adapter
 
 if TYPE_CHECKING:
     from conftest import Launch, Server
@@ -49,6 +49,9 @@ BODY = {
     "ignore_eos": True,
     "stream": True,
 }
+# SmolLM2-135M's attention projections (in, out) and depth, for the adapter.
+SMOLLM2_SHAPES = {"self_attn.q_proj": (576, 576), "self_attn.k_proj": (576, 192)}
+SMOLLM2_LAYERS = 30
 RAMP_TOKENS = 96  # the first request of the ramp outlives the ramp to CAPACITY
 BURST_TOKENS = 24
 
@@ -58,7 +61,14 @@ def gateway_server(
     smollm2_gguf: Path, launch: Launch, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
     adapter = write_peft_adapter(
-        tmp_path_factory.mktemp("adapters") / ADAPTER, 0, list(SHAPES)[:2], 8, 16, 0.05
+        tmp_path_factory.mktemp("adapters") / ADAPTER,
+        0,
+        list(SMOLLM2_SHAPES),
+        8,
+        16,
+        0.05,
+        SMOLLM2_SHAPES,
+        SMOLLM2_LAYERS,
     )
     args = [
         "--model_path",

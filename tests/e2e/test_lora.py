@@ -1,9 +1,11 @@
 """LoRA adapters on an LLM, as vLLM serves them: `--lora_modules name=path`, the adapter chosen by
 the request's `model`, listed by /v3/models with its base as `parent`.
 
-The adapters are PEFT directories made here for SmolLM2 (random, fixed seeds, non-zero B), and
-the model is the GGUF, whose graph genai builds without Hugging Face's layer names
-(servables/llm/gguf_lora.py names them). Every answer is checked against openvino-genai driven
+The adapters are PEFT directories made here (random, fixed seeds, non-zero B) for the tiny random
+llama (SmolLM2's tokenizer and architecture, 2 layers of width 64: its answers are gibberish, but
+greedy and reproducible, which is all a comparison with genai needs), and the model is a GGUF,
+whose graph genai builds without Hugging Face's layer names (servables/llm/gguf_lora.py names
+them). Every answer is checked against openvino-genai driven
 directly with the same adapter and scale, and against the base model's (they must differ).
 """
 
@@ -23,37 +25,48 @@ import pytest
 
 from servables.llm.gguf_lora import named_model_dir
 from servables.llm.lora import LoraAdapterSpec, load_adapter
+from tests.conftest import TINY_LLM
 
 if TYPE_CHECKING:
     from conftest import Golden, Launch, Server
 
-# SmolLM2-135M's projection shapes (in, out) and its depth.
+# The tiny llama's projection shapes (in, out) and its depth.
+WIDTH, FFN = TINY_LLM["width"], TINY_LLM["ffn"]
+KV_WIDTH = WIDTH // TINY_LLM["heads"] * TINY_LLM["kv_heads"]
 SHAPES = {
-    "self_attn.q_proj": (576, 576),
-    "self_attn.k_proj": (576, 192),
-    "self_attn.v_proj": (576, 192),
-    "self_attn.o_proj": (576, 576),
-    "mlp.gate_proj": (576, 1536),
-    "mlp.up_proj": (576, 1536),
-    "mlp.down_proj": (1536, 576),
+    "self_attn.q_proj": (WIDTH, WIDTH),
+    "self_attn.k_proj": (WIDTH, KV_WIDTH),
+    "self_attn.v_proj": (WIDTH, KV_WIDTH),
+    "self_attn.o_proj": (WIDTH, WIDTH),
+    "mlp.gate_proj": (WIDTH, FFN),
+    "mlp.up_proj": (WIDTH, FFN),
+    "mlp.down_proj": (FFN, WIDTH),
 }
-LAYERS = 30
+LAYERS = TINY_LLM["layers"]
 BASE = "smollm2"  # the name test servers give the model (conftest's MODEL_NAME)
 MAX_TOKENS = 24
 PROMPTS = ("Once upon a time", "The best way to learn a language is")
 
 
 def write_peft_adapter(
-    out: Path, seed: int, modules: list[str], rank: int, lora_alpha: float, b_scale: float
+    out: Path,
+    seed: int,
+    modules: list[str],
+    rank: int,
+    lora_alpha: float,
+    b_scale: float,
+    shapes: Mapping[str, tuple[int, int]] = SHAPES,
+    layers: int = LAYERS,
 ) -> Path:
-    """A PEFT LoRA directory (adapter_model.safetensors + adapter_config.json) for SmolLM2."""
+    """A PEFT LoRA directory (adapter_model.safetensors + adapter_config.json) for a llama with
+    these projection `shapes` and `layers` (the tiny llama's unless told)."""
     from safetensors.numpy import save_file
 
     rng = np.random.default_rng(seed)
     tensors: dict[str, np.ndarray[Any, Any]] = {}
-    for layer in range(LAYERS):
+    for layer in range(layers):
         for module in modules:
-            fan_in, fan_out = SHAPES[module]
+            fan_in, fan_out = shapes[module]
             name = f"base_model.model.model.layers.{layer}.{module}"
             a = rng.standard_normal((rank, fan_in)) / np.sqrt(fan_in)
             b = rng.standard_normal((fan_out, rank)) * b_scale
@@ -112,36 +125,40 @@ class AdapterGolden:
 
 
 @pytest.fixture(scope="module")
+def adapter_goldens(tiny_llm_gguf: Path, adapters: dict[str, Path]) -> dict[str, AdapterGolden]:
+    return {name: AdapterGolden(tiny_llm_gguf, path) for name, path in adapters.items()}
+
+
+@pytest.fixture(scope="module")
 def expected(
-    smollm2_gguf: Path, adapters: dict[str, Path], golden: Golden
+    adapter_goldens: dict[str, AdapterGolden], tiny_golden: Golden
 ) -> Callable[[str, str], str]:
     """expected(model, prompt): the completion genai gives for that model (base or adapter)."""
-    goldens = {name: AdapterGolden(smollm2_gguf, path) for name, path in adapters.items()}
     cache: dict[tuple[str, str], str] = {}
 
     def answer(model: str, prompt: str) -> str:
         if (model, prompt) not in cache:
-            ids = golden.encode(prompt, True)
+            ids = tiny_golden.encode(prompt, True)
             if model == BASE:
-                cache[model, prompt] = golden.completion(prompt, MAX_TOKENS).text
+                cache[model, prompt] = tiny_golden.completion(prompt, MAX_TOKENS).text
             else:
-                cache[model, prompt] = goldens[model].generate(ids, MAX_TOKENS)
+                cache[model, prompt] = adapter_goldens[model].generate(ids, MAX_TOKENS)
         return cache[model, prompt]
 
     return answer
 
 
 @pytest.fixture(scope="module")
-def lora_server(smollm2_gguf: Path, adapters: dict[str, Path], launch: Launch) -> Iterator[Server]:
+def lora_server(tiny_llm_gguf: Path, adapters: dict[str, Path], launch: Launch) -> Iterator[Server]:
     modules = [f"{name}={path}" for name, path in adapters.items()]
-    with launch(["--model_path", str(smollm2_gguf), "--lora_modules", *modules]) as running:
+    with launch(["--model_path", str(tiny_llm_gguf), "--lora_modules", *modules]) as running:
         yield running
 
 
-def test_gguf_layers_are_named_by_their_place_in_the_graph(smollm2_gguf: Path) -> None:
+def test_gguf_layers_are_named_by_their_place_in_the_graph(tiny_llm_gguf: Path) -> None:
     """Every decoder layer's seven projections, under Hugging Face's names, with their shapes."""
     ov: Any = importlib.import_module("openvino")
-    model = ov.Core().read_model(str(named_model_dir(smollm2_gguf) / "openvino_model.xml"))
+    model = ov.Core().read_model(str(named_model_dir(tiny_llm_gguf) / "openvino_model.xml"))
     named = {op.get_friendly_name(): op for op in model.get_ordered_ops()}
     for layer in range(LAYERS):
         for module, (fan_in, fan_out) in SHAPES.items():
@@ -202,7 +219,7 @@ def test_adapters_and_base_answer_side_by_side_under_load(
 
 
 def test_chat_with_an_adapter(
-    lora_server: Server, smollm2_gguf: Path, adapters: dict[str, Path], golden: Golden
+    lora_server: Server, adapter_goldens: dict[str, AdapterGolden], tiny_golden: Golden
 ) -> None:
     messages: list[Mapping[str, Any]] = [{"role": "user", "content": "Name a colour."}]
     response = lora_server.client().chat.completions.create(
@@ -211,8 +228,8 @@ def test_chat_with_an_adapter(
         max_tokens=MAX_TOKENS,
         temperature=0,  # type: ignore[arg-type]
     )
-    ids = golden.encode(golden.chat_prompt(messages), False)
-    want = AdapterGolden(smollm2_gguf, adapters["pirate"]).generate(ids, MAX_TOKENS)
+    ids = tiny_golden.encode(tiny_golden.chat_prompt(messages), False)
+    want = adapter_goldens["pirate"].generate(ids, MAX_TOKENS)
     assert response.model == "pirate"
     assert response.choices[0].message.content == want
 
@@ -226,7 +243,7 @@ def test_unknown_adapter_is_a_404_in_openai_shape(lora_server: Server) -> None:
 
 
 def test_an_adapter_for_another_model_fails_the_load(
-    smollm2_gguf: Path, tmp_path: Path, start_server: Callable[[list[str]], Server]
+    tiny_llm_gguf: Path, tmp_path: Path, start_server: Callable[[list[str]], Server]
 ) -> None:
     """Tensors that no layer takes would serve the base model under the adapter's name: the
     model fails to load with a message that says so (and the server stays up, as OVMS's)."""
@@ -242,7 +259,7 @@ def test_an_adapter_for_another_model_fails_the_load(
         },
         str(other / "adapter_model.safetensors"),
     )
-    server = start_server(["--model_path", str(smollm2_gguf), "--lora_modules", f"gpt2={other}"])
+    server = start_server(["--model_path", str(tiny_llm_gguf), "--lora_modules", f"gpt2={other}"])
     try:
         deadline = time.monotonic() + 120
         while "failed to load" not in server.log() and time.monotonic() < deadline:
@@ -256,14 +273,14 @@ def test_an_adapter_for_another_model_fails_the_load(
 
 
 def test_bad_lora_modules_are_one_line_errors(
-    smollm2_gguf: Path, tmp_path: Path, run_graphrt: Callable[..., Any]
+    tiny_llm_gguf: Path, tmp_path: Path, run_graphrt: Callable[..., Any]
 ) -> None:
     for value, message in (
         (f"lost={tmp_path / 'missing'}", "does not exist"),
         ("no-equals-sign", "expected name=path"),
     ):
         done = run_graphrt(
-            "serve", "--model_path", str(smollm2_gguf), "--lora_modules", value, cwd=tmp_path
+            "serve", "--model_path", str(tiny_llm_gguf), "--lora_modules", value, cwd=tmp_path
         )
         assert done.returncode != 0
         assert message in done.stderr, done.stderr

@@ -25,6 +25,7 @@ import pytest
 from graphrt.export.text_graphs import TextGenerationSettings, text_generation_graph
 from graphrt.kserve import grpc_predict_v2_pb2 as pb
 from graphrt.kserve import grpc_predict_v2_pb2_grpc as pb_grpc
+from tests.conftest import genai_loadable
 
 if TYPE_CHECKING:
     from conftest import ExactServer, LaunchExact
@@ -216,7 +217,9 @@ def test_chat_template_mode_minja_renders_with_genai(
         **EVICTION,
     )
     scheduler.use_cache_eviction = True
-    pipeline = openvino_genai.ContinuousBatchingPipeline(str(tiny_llm_gguf), scheduler, "CPU")
+    pipeline = openvino_genai.ContinuousBatchingPipeline(
+        str(genai_loadable(tiny_llm_gguf)), scheduler, "CPU"
+    )
     tokenizer = pipeline.get_tokenizer()
     prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
     config = openvino_genai.GenerationConfig(max_new_tokens=8, ignore_eos=True)

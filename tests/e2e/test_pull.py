@@ -4,7 +4,8 @@ No network here, so each test places the repository in a Hugging Face cache of i
 as snapshot_download leaves it (`place_in_hf_cache`), and runs with HF_HUB_OFFLINE=1: the pull
 goes through huggingface_hub's real code path and finds it there. The test of the server during
 a download serves the file from a hub of its own on localhost (HF_ENDPOINT), which holds the
-download until the test lets it go.
+download until the test lets it go. The repository holds the tiny random llama (SmolLM2's
+tokenizer): what is tested is the pull and the layout, and its start is ~5 s shorter.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from tests.e2e.conftest import place_in_hf_cache
 if TYPE_CHECKING:
     from conftest import Golden, LaunchExact
 
-REPO = "test-org/SmolLM2-135M-Instruct-GGUF"
+REPO = "test-org/tiny-llama-GGUF"
 
 
 def environment(tmp_path: Path) -> dict[str, str]:
@@ -60,11 +61,11 @@ def pull_and_start(tmp_path: Path, gguf: Path) -> list[str]:
 
 
 def test_pull_and_start_serves_the_gguf_as_ovms_lays_it_out(
-    tmp_path: Path, smollm2_gguf: Path, launch_exact: LaunchExact, golden: Golden
+    tmp_path: Path, tiny_llm_gguf: Path, launch_exact: LaunchExact, tiny_golden: Golden
 ) -> None:
-    place_in_hf_cache(tmp_path / "hf", REPO, {smollm2_gguf.name: smollm2_gguf})
-    args = [*pull_and_start(tmp_path, smollm2_gguf), "--task", "text_generation"]
-    expected = golden.completion("Once upon a time", 12)
+    place_in_hf_cache(tmp_path / "hf", REPO, {tiny_llm_gguf.name: tiny_llm_gguf})
+    args = [*pull_and_start(tmp_path, tiny_llm_gguf), "--task", "text_generation"]
+    expected = tiny_golden.completion("Once upon a time", 12)
     with (
         launch_exact(args, model=REPO, env=environment(tmp_path)) as server,
         openai.OpenAI(base_url=f"{server.base_url}/v3", api_key="unused") as client,
@@ -76,17 +77,17 @@ def test_pull_and_start_serves_the_gguf_as_ovms_lays_it_out(
     assert reply.choices[0].text == expected.text
     assert listed == [REPO]
     model_dir = tmp_path / "models" / REPO
-    assert {p.name for p in model_dir.iterdir()} == {"graph.pbtxt", smollm2_gguf.name}
-    assert f'models_path: "./{smollm2_gguf.name}"' in (model_dir / "graph.pbtxt").read_text()
+    assert {p.name for p in model_dir.iterdir()} == {"graph.pbtxt", tiny_llm_gguf.name}
+    assert f'models_path: "./{tiny_llm_gguf.name}"' in (model_dir / "graph.pbtxt").read_text()
 
 
-def test_pull_only_then_config_management_as_ovms(tmp_path: Path, smollm2_gguf: Path) -> None:
-    place_in_hf_cache(tmp_path / "hf", REPO, {smollm2_gguf.name: smollm2_gguf})
-    pull = ["--pull", "--source_model", REPO, "--gguf_filename", smollm2_gguf.name]
+def test_pull_only_then_config_management_as_ovms(tmp_path: Path, tiny_llm_gguf: Path) -> None:
+    place_in_hf_cache(tmp_path / "hf", REPO, {tiny_llm_gguf.name: tiny_llm_gguf})
+    pull = ["--pull", "--source_model", REPO, "--gguf_filename", tiny_llm_gguf.name]
     pulled = graphrt(tmp_path, *pull, "--model_repository_path", "models")
     assert pulled.returncode == 0, pulled.stderr
     model_dir = tmp_path / "models" / REPO
-    assert (model_dir / smollm2_gguf.name).stat().st_size == smollm2_gguf.stat().st_size
+    assert (model_dir / tiny_llm_gguf.name).stat().st_size == tiny_llm_gguf.stat().st_size
     assert not [p for p in (tmp_path / "models" / "test-org").iterdir() if p.name.startswith(".")]
     # Again, with the model there: no download, the graph rewritten from the flags.
     again = graphrt(tmp_path, *pull, "--model_repository_path", "models", "--max_num_seqs", "7")
@@ -109,9 +110,9 @@ def test_pull_only_then_config_management_as_ovms(tmp_path: Path, smollm2_gguf: 
 
 
 def test_a_missing_repository_or_file_is_one_line_and_writes_nothing(
-    tmp_path: Path, smollm2_gguf: Path
+    tmp_path: Path, tiny_llm_gguf: Path
 ) -> None:
-    place_in_hf_cache(tmp_path / "hf", REPO, {smollm2_gguf.name: smollm2_gguf})
+    place_in_hf_cache(tmp_path / "hf", REPO, {tiny_llm_gguf.name: tiny_llm_gguf})
     base = ["--pull", "--model_repository_path", "models"]
     unknown = graphrt(tmp_path, *base, "--source_model", "test-org/nothing-here")
     assert unknown.returncode == 1
@@ -184,13 +185,13 @@ def held_hub(file: Path) -> Iterator[HeldHub]:
 
 
 def test_the_server_is_live_and_says_loading_while_it_pulls(
-    tmp_path: Path, smollm2_gguf: Path, launch_exact: LaunchExact
+    tmp_path: Path, tiny_llm_gguf: Path, launch_exact: LaunchExact
 ) -> None:
     """OVMS's pull-and-start opens its ports first: a pod's liveness probe must see a live
     server through a long download, readiness must stay false, the status must say LOADING,
     /metrics must answer and a request for the model must get a 503 it can retry."""
-    args = [*pull_and_start(tmp_path, smollm2_gguf), "--metrics_enable"]
-    with held_hub(smollm2_gguf) as hub:
+    args = [*pull_and_start(tmp_path, tiny_llm_gguf), "--metrics_enable"]
+    with held_hub(tiny_llm_gguf) as hub:
         env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": hub.url}
         with launch_exact(args, model=REPO, env=env, wait_ready=False) as server:
             server.wait_for(lambda http: http.get("/v2/health/live").status_code == 200, "live")

@@ -38,18 +38,18 @@ def export_args(gguf: Path, *extra: str) -> list[str]:
 
 
 def test_export_then_serve(
-    smollm2_gguf: Path, tmp_path: Path, run_graphrt: Run, launch_exact: LaunchExact
+    tiny_llm_gguf: Path, tmp_path: Path, run_graphrt: Run, launch_exact: LaunchExact
 ) -> None:
-    result = run_graphrt(*export_args(smollm2_gguf), cwd=tmp_path)
+    result = run_graphrt(*export_args(tiny_llm_gguf), cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
 
     model_dir = tmp_path / "models" / "exported"
-    assert (model_dir / smollm2_gguf.name).stat().st_size == smollm2_gguf.stat().st_size
+    assert (model_dir / tiny_llm_gguf.name).stat().st_size == tiny_llm_gguf.stat().st_size
     graph = model_dir / "graph.pbtxt"
     assert graph.is_file()
     graph_text = graph.read_text(encoding="utf-8")
     assert "HttpLLMCalculator" in graph_text
-    assert smollm2_gguf.name in graph_text
+    assert tiny_llm_gguf.name in graph_text
     assert str(tmp_path) not in graph_text  # models_path is relative: the folder can move
     validated = run_graphrt("graph", "validate", str(graph), cwd=tmp_path)
     assert validated.returncode == 0, validated.stdout + validated.stderr
@@ -69,14 +69,14 @@ def test_export_then_serve(
         assert reply.choices[0].message.content
 
 
-def test_export_refuses_to_overwrite(smollm2_gguf: Path, tmp_path: Path, run_graphrt: Run) -> None:
-    first = run_graphrt(*export_args(smollm2_gguf), cwd=tmp_path)
+def test_export_refuses_to_overwrite(tiny_llm_gguf: Path, tmp_path: Path, run_graphrt: Run) -> None:
+    first = run_graphrt(*export_args(tiny_llm_gguf), cwd=tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
     config_path = tmp_path / "models" / "config.json"
     graph = tmp_path / "models" / "exported" / "graph.pbtxt"
     graph.write_text(graph.read_text(encoding="utf-8") + "# edited\n", encoding="utf-8")
 
-    again = run_graphrt(*export_args(smollm2_gguf), cwd=tmp_path)
+    again = run_graphrt(*export_args(tiny_llm_gguf), cwd=tmp_path)
     output = again.stdout + again.stderr
     assert again.returncode == 1, output
     assert "exported" in output
@@ -84,7 +84,7 @@ def test_export_refuses_to_overwrite(smollm2_gguf: Path, tmp_path: Path, run_gra
     assert "Traceback" not in output
     assert graph.read_text(encoding="utf-8").endswith("# edited\n")  # untouched
 
-    forced = run_graphrt(*export_args(smollm2_gguf, "--overwrite_models"), cwd=tmp_path)
+    forced = run_graphrt(*export_args(tiny_llm_gguf, "--overwrite_models"), cwd=tmp_path)
     assert forced.returncode == 0, forced.stdout + forced.stderr
     assert not graph.read_text(encoding="utf-8").endswith("# edited\n")
     config = json.loads(config_path.read_text(encoding="utf-8"))

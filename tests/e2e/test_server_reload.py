@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 ITALY: list[ChatCompletionMessageParam] = [
     {"role": "user", "content": "What is the capital of Italy?"}
 ]
-STREAM_TOKENS = 300
+# Long enough to outlast the poller's next look (1 s) at the tiny llama's speed.
+STREAM_TOKENS = 2000
 
 
 def states(http: httpx.Client) -> dict[str, str]:

@@ -28,8 +28,9 @@ ITALY: list[ChatCompletionMessageParam] = [
     {"role": "user", "content": "What is the capital of Italy?"}
 ]
 NEW_LIMIT = 5
-# Long enough to outlast loading the replacement copy (several seconds on two cores).
-STREAM_TOKENS = 700
+# Long enough to outlast loading the replacement copy of the tiny llama (a second or two, while
+# its stream runs at several hundred tokens a second on two cores).
+STREAM_TOKENS = 2500
 # Longest pause allowed in a stream, or for /v2/health/live, while another servable loads.
 MAX_STALL = 1.0
 
@@ -162,7 +163,7 @@ async def test_loading_a_servable_does_not_stall_other_streams(
     body = {
         "model": "added",
         "messages": [{"role": "user", "content": "Tell me a long story about a dragon."}],
-        "max_tokens": 300,
+        "max_tokens": STREAM_TOKENS,
         "ignore_eos": True,
         "stream": True,
     }
@@ -197,6 +198,7 @@ async def test_loading_a_servable_does_not_stall_other_streams(
 
         repository.add_graph("base")  # no max_tokens_limit any more
         reload = await ahttp.post("/v1/config/reload")
+        reloaded = time.monotonic()
         stop.set()
         await prober
         payloads = await reader
@@ -207,6 +209,8 @@ async def test_loading_a_servable_does_not_stall_other_streams(
         reply = sdk.chat.completions.create(model="base", messages=ITALY, max_tokens=10)
         assert reply.choices[0].message.content
 
+    # The load happened while the stream ran (else this test proves nothing).
+    assert stamps[-1] > reloaded, "the stream ended before the reload; raise STREAM_TOKENS"
     gaps = [later - earlier for earlier, later in itertools.pairwise(stamps)]
     assert max(gaps) < MAX_STALL, (
         f"the stream to `added` stalled for {max(gaps):.1f} s while `base` loaded"

@@ -1,8 +1,9 @@
 """Speculative decoding through the server: prompt lookup (plugin_config) and a draft model.
 
 openvino-genai refuses a request to such a pipeline unless it says how many tokens to propose;
-the servable gives OVMS's defaults. The draft here is the model itself as OpenVINO IR (drafts
-must be IR): enough to run the mechanism end to end, not to make it faster.
+the servable gives OVMS's defaults. The model is the tiny random llama, and the draft is the same
+model as OpenVINO IR (drafts must be IR): enough to run the mechanism end to end, not to make it
+faster.
 """
 
 from __future__ import annotations
@@ -27,14 +28,14 @@ QUOTE: list[ChatCompletionMessageParam] = [
 
 @pytest.mark.parametrize("mode", ["prompt_lookup", "draft_model"])
 def test_speculative_pipelines_answer_and_stream(
-    mode: str, smollm2_gguf: Path, smollm2_ir_dir: Path, launch: Launch
+    mode: str, tiny_llm_gguf: Path, tiny_llm_ir_dir: Path, launch: Launch
 ) -> None:
     extra = (
         ["--plugin_config", '{"prompt_lookup": true}']
         if mode == "prompt_lookup"
-        else ["--draft_source_model", str(smollm2_ir_dir)]
+        else ["--draft_source_model", str(tiny_llm_ir_dir)]
     )
-    with launch(["--model_path", str(smollm2_gguf), "--cache_size", "1", *extra]) as server:
+    with launch(["--model_path", str(tiny_llm_gguf), "--cache_size", "1", *extra]) as server:
         with server.client() as sdk:
             unary = sdk.chat.completions.create(
                 model=server.model, messages=QUOTE, temperature=0, max_tokens=24

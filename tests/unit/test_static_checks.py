@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import model_cache_dir
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = [
     "graphruntime",
@@ -35,8 +37,12 @@ def test_ruff_lint_and_format() -> None:
 
 
 def test_mypy_strict() -> None:
+    # mypy's incremental cache lives in the test cache, so a fresh clone on a machine that ran the
+    # suite before checks only what changed (~50 s of a cold check on two cores otherwise).
     result = run(
         "mypy",
+        "--cache-dir",
+        str(model_cache_dir() / "mypy"),
         "graphruntime",
         "calculators",
         "servables",

@@ -22,6 +22,7 @@ from servables.llm.output_parsers import (
     make_output_parser,
     tool_call_structural_tag,
 )
+from tests.conftest import genai_loadable
 
 UNIT_TOOL: list[dict[str, Any]] = [
     {
@@ -109,7 +110,9 @@ def test_each_grammar_makes_smollm2_write_a_valid_call_its_parser_reads(
     genai: Any = importlib.import_module("openvino_genai")
     scheduler = genai.SchedulerConfig()
     scheduler.cache_size = 1
-    pipeline = genai.ContinuousBatchingPipeline(str(smollm2_gguf), scheduler, "CPU", {})
+    pipeline = genai.ContinuousBatchingPipeline(
+        str(genai_loadable(smollm2_gguf)), scheduler, "CPU", {}
+    )
     tokenizer = pipeline.get_tokenizer()
     prompt = tokenizer.apply_chat_template(
         [{"role": "user", "content": "What is the weather in Paris?"}], add_generation_prompt=True
@@ -229,7 +232,9 @@ def test_the_engine_compiles_the_phi4_tag_of_tools_with_refs(tiny_llm_gguf: Path
     genai: Any = importlib.import_module("openvino_genai")
     scheduler = genai.SchedulerConfig()
     scheduler.cache_size = 1
-    pipeline = genai.ContinuousBatchingPipeline(str(tiny_llm_gguf), scheduler, "CPU", {})
+    pipeline = genai.ContinuousBatchingPipeline(
+        str(genai_loadable(tiny_llm_gguf)), scheduler, "CPU", {}
+    )
     tokenizer = pipeline.get_tokenizer()
     document = tool_call_structural_tag("phi4", REF_TOOLS, require_call=True)
     config = greedy_tag_config(genai, document, 48)
