@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeGuard
+from typing import Any, Literal, TypeGuard, get_args
 
 from servables.errors import InvalidRequest
 
@@ -83,10 +83,7 @@ class Wording:
 
 OVMS_MEDIA = Wording(
     missing="{name} field is missing in {body}",
-    wrong_kind={
-        kind: "{name} field is not a " + kind
-        for kind in ("string", "int", "float", "boolean", "list of strings")
-    },
+    wrong_kind={kind: "{name} field is not a " + kind for kind in get_args(Kind)},
 )
 OVMS_LLM = Wording(
     missing="{name} missing in request",

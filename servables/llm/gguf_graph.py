@@ -28,13 +28,14 @@ from servables.llm.model_files import cache_root, file_key, is_gguf, openable_gg
 logger = logging.getLogger(__name__)
 
 MODEL_XML = "openvino_model.xml"
+UNCHANGED = "gguf-genai"  # the kind of directory holding genai's graph as it saved it
 SOURCE = "source.txt"  # in each cached directory: its file's path, then the directory's name
 
 
 def cached_model_dir(models_path: Path, kind: str, make: Callable[[Path, Path], None]) -> Path:
     """cache/`kind`/KEY for the GGUF at `models_path`, made by `make(models_path, directory)`
     into a scratch directory the first time (renamed into place when it succeeds)."""
-    target = cache_root() / kind / _entry_name(models_path)
+    target = _entry_dir(models_path, kind)
     if (target / MODEL_XML).is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -53,6 +54,10 @@ def cached_model_dir(models_path: Path, kind: str, make: Callable[[Path, Path], 
             finally:
                 shutil.rmtree(work, ignore_errors=True)
     return target
+
+
+def _entry_dir(models_path: Path, kind: str) -> Path:
+    return cache_root() / kind / _entry_name(models_path)
 
 
 def _entry_name(models_path: Path) -> str:
@@ -84,7 +89,7 @@ def _genai_version() -> str:
 def genai_model_dir(models_path: Path) -> Path:
     """A model directory with genai's own graph of the GGUF at `models_path`, unchanged: the
     directory genai loads in place of the file. Raises OSError when the cache cannot hold it."""
-    return cached_model_dir(models_path, "gguf-genai", _save_unchanged)
+    return cached_model_dir(models_path, UNCHANGED, _save_unchanged)
 
 
 def saved_graph_dir(models_path: Path) -> Path | None:
@@ -92,7 +97,7 @@ def saved_graph_dir(models_path: Path) -> Path | None:
     and is complete; None for anything else."""
     if not is_gguf(models_path):
         return None
-    target = cache_root() / "gguf-genai" / _entry_name(models_path)
+    target = _entry_dir(models_path, UNCHANGED)
     return target if (target / MODEL_XML).is_file() else None
 
 

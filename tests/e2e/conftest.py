@@ -919,10 +919,12 @@ class Fuzzer:
         started = time.monotonic()
         drawn = self.cases(path, cases)
         with ThreadPoolExecutor(self.CONCURRENCY) as pool:
+            sent = []
             for case, dice in drawn:
                 if prepare is not None:
                     prepare(case, dice)
-            for future in [pool.submit(send, case) for case, _ in drawn]:
+                sent.append(pool.submit(send, case))
+            for future in sent:
                 future.result()
         report.cases = len(drawn)
         report.seconds = time.monotonic() - started
@@ -942,14 +944,10 @@ class Fuzzer:
         (operation,) = [
             result.ok() for result in schema.get_all_operations() if result.ok().path == path
         ]
-        key = hashlib.sha256(
-            json.dumps(
-                [self.document, path, count, FUZZ_SEED, hypothesis.__version__],
-                sort_keys=True,
-            ).encode()
-            + schemathesis.__version__.encode()
-        ).hexdigest()[:24]
-        kept = model_cache_dir() / "fuzz-cases" / f"{key}.pickle"
+        decided_by = [self.document, path, count, FUZZ_SEED]
+        versions = [hypothesis.__version__, schemathesis.__version__]
+        key = hashlib.sha256(json.dumps(decided_by + versions, sort_keys=True).encode())
+        kept = model_cache_dir() / "fuzz-cases" / f"{key.hexdigest()[:24]}.pickle"
         try:
             fields = pickle.loads(kept.read_bytes())
         except (OSError, pickle.PickleError, EOFError):
