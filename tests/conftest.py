@@ -8,14 +8,19 @@ the tests start inherit the same cache, so their default-model mode finds the fi
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
+import importlib.metadata
 import importlib.util
+import inspect
 import json
 import os
+import pickle
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -44,6 +49,68 @@ def keep_compiled_modules_in_the_cache() -> None:
 
 
 keep_compiled_modules_in_the_cache()
+
+
+Result = TypeVar("Result")
+
+
+@functools.cache
+def content_digest(path: Path) -> str:
+    """sha256 of a model's bytes: a file's, or a directory's files with their relative names."""
+    digest = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for file in files:
+        digest.update(str(file.relative_to(path)).encode() if path.is_dir() else b"")
+        with file.open("rb") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def _fingerprint(value: Any) -> Any:
+    """What json.dumps cannot write: arrays by their bytes, paths by their content, functions
+    by their source."""
+    if inspect.isfunction(value):
+        return inspect.getsource(value)
+    if isinstance(value, Path):
+        return content_digest(value)
+    if hasattr(value, "tobytes") and hasattr(value, "dtype"):  # numpy arrays
+        return [str(value.dtype), list(value.shape), hashlib.sha256(value.tobytes()).hexdigest()]
+    return repr(value)
+
+
+class KeptResults:
+    """Outputs of reference pipelines (openvino-genai driven directly), computed once per machine
+    and kept in the test cache.
+
+    A test compares the server's answer with the same engine run in the test process; computing
+    that reference again in every session costs a pipeline load and a generation on a core the
+    server needs (~90 s per run of the suite). The key holds everything that decides a result:
+    the `identity` the owner gives (its model's bytes, its settings), the source of the code
+    that computes it, the versions of OpenVINO and openvino-genai, and the call. A change to any
+    of them computes the result again; GRAPHRT_TEST_CACHE elsewhere starts from nothing.
+    """
+
+    def __init__(self, owner: type | Callable[..., Any], *identity: Any) -> None:
+        """`owner`: the class or function that computes the results (its source is in the key)."""
+        engines = [importlib.metadata.version(name) for name in ("openvino", "openvino-genai")]
+        self._identity = [owner.__qualname__, inspect.getsource(owner), engines, *identity]
+        self.directory = model_cache_dir() / "references"
+
+    def get(self, call: Any, compute: Callable[[], Result]) -> Result:
+        """The kept result of `call` (a JSON-able description of it), or `compute()`'s, kept."""
+        text = json.dumps([self._identity, call], sort_keys=True, default=_fingerprint)
+        path = self.directory / f"{hashlib.sha256(text.encode()).hexdigest()[:32]}.pickle"
+        if path.is_file():
+            with path.open("rb") as stream:
+                kept: Result = pickle.load(stream)
+            return kept
+        result = compute()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+        partial.write_bytes(pickle.dumps(result))
+        os.replace(partial, path)  # atomic: a concurrent session sees all of it or nothing
+        return result
 
 
 @pytest.fixture(scope="session")

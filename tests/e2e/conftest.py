@@ -7,13 +7,16 @@ port, started once per session or module (a model load takes seconds), waited fo
 Expected texts are never pasted into tests: `Golden` runs the same model in this process with
 openvino-genai's ContinuousBatchingPipeline, greedy, with the prompt the server should build
 (the tokenizer's chat template for chat, the raw prompt for completions), and tests compare the
-server's answers with that.
+server's answers with that. Each answer is computed once per machine and kept in the test cache
+(`KeptResults`, keyed by the model's bytes, the engine's version, Golden's source and the
+request); the pipeline is loaded only for an answer not kept yet.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import hashlib
 import importlib
 import json
@@ -37,7 +40,7 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import genai_loadable, model_cache_dir
+from tests.conftest import KeptResults, genai_loadable, model_cache_dir
 
 MODEL_NAME = "smollm2"
 # The main server refuses max_tokens above this (tests of --max_tokens_limit).
@@ -298,19 +301,22 @@ class Expected:
 
 
 class Golden:
-    """Greedy outputs of the same model, computed in this process; see the module docstring."""
+    """Greedy outputs of the same model, computed in this process (or kept from an earlier
+    session); see the module docstring."""
 
     def __init__(self, gguf: Path) -> None:
         self.genai: Any = importlib.import_module("openvino_genai")
         self.ov: Any = importlib.import_module("openvino")
+        self.model = genai_loadable(gguf)
+        self.tokenizer: Any = self.genai.Tokenizer(str(self.model))
+        self.kept = KeptResults(Golden, gguf)
+
+    @functools.cached_property
+    def pipeline(self) -> Any:
+        """Loaded at the first answer not kept yet (SmolLM2's takes ~6 s)."""
         scheduler = self.genai.SchedulerConfig()
         scheduler.cache_size = 1
-        self.pipeline: Any = self.genai.ContinuousBatchingPipeline(
-            str(genai_loadable(gguf)), scheduler, "CPU", {}
-        )
-        self.tokenizer: Any = self.pipeline.get_tokenizer()
-        self.eos = int(self.tokenizer.get_eos_token_id())
-        self._cache: dict[tuple[str, str, int, str], Expected] = {}
+        return self.genai.ContinuousBatchingPipeline(str(self.model), scheduler, "CPU", {})
 
     def chat_prompt(self, messages: Sequence[Mapping[str, Any]]) -> str:
         plain = [dict(message) for message in messages]
@@ -338,6 +344,9 @@ class Golden:
     def prompt_logprobs(self, prompt: str) -> list[float]:
         """The engine's logprob of each prompt token after the first (genai's echo, scoring
         the prompt alone: max_new_tokens 0)."""
+        return self.kept.get(["prompt_logprobs", prompt], lambda: self._prompt_logprobs(prompt))
+
+    def _prompt_logprobs(self, prompt: str) -> list[float]:
         import numpy as np
 
         config = self.pipeline.get_config()
@@ -364,26 +373,30 @@ class Golden:
         max_tokens: int,
         structured: Mapping[str, str] | None = None,
     ) -> Expected:
-        key = (kind, prompt, max_tokens, json.dumps(structured, sort_keys=True))
-        if key not in self._cache:
-            import numpy as np
+        call = [kind, prompt, ids, max_tokens, structured]
+        kept = self.kept.get(call, lambda: self._greedy(ids, max_tokens, structured))
+        return Expected(*kept)
 
-            config = self.pipeline.get_config()
-            config.max_new_tokens = max_tokens
-            config.do_sample = False
-            if structured:
-                config.structured_output_config = self.genai.StructuredOutputConfig(**structured)
-            tensor = self.ov.Tensor(np.asarray([ids], dtype=np.int64))
-            (result,) = self.pipeline.generate([tensor], [config])
-            generated = [int(token) for token in result.m_generation_ids[0]]
-            if generated and generated[-1] == self.eos:
-                reason = "stop"
-            else:
-                assert len(generated) == max_tokens, generated
-                reason = "length"
-            text: str = self.tokenizer.decode(generated, skip_special_tokens=True)
-            self._cache[key] = Expected(text, len(ids), len(generated), reason)
-        return self._cache[key]
+    def _greedy(
+        self, ids: list[int], max_tokens: int, structured: Mapping[str, str] | None
+    ) -> tuple[str, int, int, str]:
+        import numpy as np
+
+        config = self.pipeline.get_config()
+        config.max_new_tokens = max_tokens
+        config.do_sample = False
+        if structured:
+            config.structured_output_config = self.genai.StructuredOutputConfig(**structured)
+        tensor = self.ov.Tensor(np.asarray([ids], dtype=np.int64))
+        (result,) = self.pipeline.generate([tensor], [config])
+        generated = [int(token) for token in result.m_generation_ids[0]]
+        if generated and generated[-1] == int(self.tokenizer.get_eos_token_id()):
+            reason = "stop"
+        else:
+            assert len(generated) == max_tokens, generated
+            reason = "length"
+        text: str = self.tokenizer.decode(generated, skip_special_tokens=True)
+        return text, len(ids), len(generated), reason
 
 
 @pytest.fixture(scope="session")
@@ -741,16 +754,19 @@ class VlmGolden:
     def __init__(self, model_dir: Path, stateful: bool) -> None:
         self.genai: Any = importlib.import_module("openvino_genai")
         self.ov: Any = importlib.import_module("openvino")
+        self.model_dir = model_dir
         self.stateful = stateful
-        if stateful:
-            self.pipeline: Any = self.genai.VLMPipeline(str(model_dir), "CPU")
-        else:
-            scheduler = self.genai.SchedulerConfig()
-            scheduler.cache_size = 1
-            self.pipeline = self.genai.ContinuousBatchingPipeline(
-                str(model_dir), scheduler, "CPU", {}
-            )
-        self.tokenizer: Any = self.pipeline.get_tokenizer()
+        self.tokenizer: Any = self.genai.Tokenizer(str(model_dir))
+        self.kept = KeptResults(VlmGolden, model_dir, stateful)
+
+    @functools.cached_property
+    def pipeline(self) -> Any:
+        """Loaded at the first answer not kept yet."""
+        if self.stateful:
+            return self.genai.VLMPipeline(str(self.model_dir), "CPU")
+        scheduler = self.genai.SchedulerConfig()
+        scheduler.cache_size = 1
+        return self.genai.ContinuousBatchingPipeline(str(self.model_dir), scheduler, "CPU", {})
 
     def prompt(self, messages: Sequence[Mapping[str, Any]]) -> str:
         flat = flatten_vlm_messages(messages)
@@ -760,6 +776,12 @@ class VlmGolden:
     def chat(
         self, messages: Sequence[Mapping[str, Any]], images: Sequence[Any], max_tokens: int
     ) -> Expected:
+        call = [messages, list(images), max_tokens]
+        return Expected(*self.kept.get(call, lambda: self._greedy(messages, images, max_tokens)))
+
+    def _greedy(
+        self, messages: Sequence[Mapping[str, Any]], images: Sequence[Any], max_tokens: int
+    ) -> tuple[str, int, int, str]:
         config = (
             self.pipeline.get_generation_config() if self.stateful else self.pipeline.get_config()
         )
@@ -777,9 +799,7 @@ class VlmGolden:
         metrics = result.perf_metrics
         generated = int(metrics.get_num_generated_tokens())
         assert generated == max_tokens, "the tiny VLM never stops early (no EOS)"
-        return Expected(
-            str(result.texts[0]), int(metrics.get_num_input_tokens()), generated, "length"
-        )
+        return str(result.texts[0]), int(metrics.get_num_input_tokens()), generated, "length"
 
 
 class Pictures:

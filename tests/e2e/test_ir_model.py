@@ -1,6 +1,7 @@
 """Serving an OpenVINO IR model directory (model + tokenizer IRs, as openvino-genai exports it
 from the GGUF) gives the same greedy answers as the GGUF itself; the last test stops the server
-with SIGTERM while a stream is open."""
+with SIGTERM while a stream is open. The model is the tiny random llama: what is tested is the
+directory's loading, which any deterministic model shows."""
 
 from __future__ import annotations
 
@@ -21,16 +22,17 @@ ITALY: list[ChatCompletionMessageParam] = [
     {"role": "user", "content": "What is the capital of Italy?"}
 ]
 FRENCH: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Say hello in French."}]
+STREAM_TOKENS = 400  # ~1.5 s of the tiny llama here: the stream is still open at the SIGTERM
 
 
 @pytest.fixture(scope="module")
-def ir_server(smollm2_ir_dir: Path, launch: Launch) -> Iterator[Server]:
-    with launch(["--model_path", str(smollm2_ir_dir)]) as server:
+def ir_server(tiny_llm_ir_dir: Path, launch: Launch) -> Iterator[Server]:
+    with launch(["--model_path", str(tiny_llm_ir_dir)]) as server:
         yield server
 
 
-def test_export_layout(smollm2_ir_dir: Path) -> None:
-    names = {path.name for path in smollm2_ir_dir.iterdir()}
+def test_export_layout(tiny_llm_ir_dir: Path) -> None:
+    names = {path.name for path in tiny_llm_ir_dir.iterdir()}
     assert {
         "openvino_model.xml",
         "openvino_model.bin",
@@ -40,8 +42,8 @@ def test_export_layout(smollm2_ir_dir: Path) -> None:
     assert not any(name.endswith(".gguf") for name in names)
 
 
-def test_chat_matches_golden(ir_server: Server, golden: Golden) -> None:
-    expected = golden.chat(ITALY, 30)
+def test_chat_matches_golden(ir_server: Server, tiny_golden: Golden) -> None:
+    expected = tiny_golden.chat(ITALY, 30)
     with ir_server.client() as client:
         response = client.chat.completions.create(
             model=ir_server.model, messages=ITALY, temperature=0, max_tokens=30
@@ -53,8 +55,8 @@ def test_chat_matches_golden(ir_server: Server, golden: Golden) -> None:
     assert response.usage.completion_tokens == expected.completion_tokens
 
 
-def test_streaming_chat_matches_golden(ir_server: Server, golden: Golden) -> None:
-    expected = golden.chat(FRENCH, 24)
+def test_streaming_chat_matches_golden(ir_server: Server, tiny_golden: Golden) -> None:
+    expected = tiny_golden.chat(FRENCH, 24)
     with (
         ir_server.client() as client,
         client.chat.completions.create(
@@ -65,8 +67,8 @@ def test_streaming_chat_matches_golden(ir_server: Server, golden: Golden) -> Non
     assert text == expected.text
 
 
-def test_completion_matches_golden(ir_server: Server, golden: Golden) -> None:
-    expected = golden.completion("Once upon a time", 16)
+def test_completion_matches_golden(ir_server: Server, tiny_golden: Golden) -> None:
+    expected = tiny_golden.completion("Once upon a time", 16)
     with ir_server.client() as client:
         response = client.completions.create(
             model=ir_server.model, prompt="Once upon a time", temperature=0, max_tokens=16
@@ -81,7 +83,7 @@ def test_sigterm_lets_an_open_stream_finish(ir_server: Server) -> None:
         "model": ir_server.model,
         "messages": [{"role": "user", "content": "Tell me a long story."}],
         "temperature": 0,
-        "max_tokens": 48,
+        "max_tokens": STREAM_TOKENS,
         "ignore_eos": True,
         "stream": True,
         "stream_options": {"include_usage": True},
@@ -103,6 +105,6 @@ def test_sigterm_lets_an_open_stream_finish(ir_server: Server) -> None:
     assert payloads[-1] == "[DONE]"
     chunks = [json.loads(payload) for payload in payloads[:-1]]
     assert not any("error" in chunk for chunk in chunks), chunks
-    assert chunks[-1]["usage"]["completion_tokens"] == 48
+    assert chunks[-1]["usage"]["completion_tokens"] == STREAM_TOKENS
     reasons = [c["finish_reason"] for chunk in chunks for c in chunk["choices"]]
     assert reasons[-1] == "length"

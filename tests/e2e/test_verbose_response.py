@@ -1,5 +1,6 @@
 """--verbose_response (OVMS's): answers carry `__verbose` with the prompt after the chat template
-and the raw output, special tokens kept; a stream carries it on its final chunk only."""
+and the raw output, special tokens kept; a stream carries it on its final chunk only. Served by
+the tiny random llama: the fields are the point, not the answer."""
 
 from __future__ import annotations
 
@@ -17,11 +18,11 @@ MESSAGES = [{"role": "user", "content": "Name a colour."}]
 
 
 def test_unary_and_stream_carry_the_prompt_and_the_raw_output(
-    smollm2_gguf: Path, launch_exact: LaunchExact, golden: Golden
+    tiny_llm_gguf: Path, launch_exact: LaunchExact, tiny_golden: Golden
 ) -> None:
-    expected = golden.chat(MESSAGES, 10)
-    prompt = golden.chat_prompt(MESSAGES)
-    args = ["--model_path", str(smollm2_gguf), "--model_name", "smollm2", "--verbose_response"]
+    expected = tiny_golden.chat(MESSAGES, 10)
+    prompt = tiny_golden.chat_prompt(MESSAGES)
+    args = ["--model_path", str(tiny_llm_gguf), "--model_name", "smollm2", "--verbose_response"]
     body = {"model": "smollm2", "messages": MESSAGES, "temperature": 0, "max_tokens": 10}
     with launch_exact(args, model="smollm2") as server:
         unary = httpx.post(f"{server.base_url}/v3/chat/completions", json=body, timeout=60).json()

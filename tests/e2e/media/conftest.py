@@ -27,6 +27,7 @@ import pytest
 
 from graphrt.export.image_audio_graphs import TextToSpeechSettings, text2speech_graph
 from graphrt.export.text_graphs import TextGenerationSettings, text_generation_graph
+from tests.conftest import KeptResults
 
 if TYPE_CHECKING:
     from conftest import ExactServer, LaunchExact
@@ -71,12 +72,13 @@ def voice_embedding(name: str) -> np.ndarray[Any, np.dtype[np.float32]]:
 @pytest.fixture(scope="session")
 def media_config(
     media_models: dict[str, Path],
-    smollm2_gguf: Path,
+    tiny_llm_gguf: Path,
     tmp_path_factory: pytest.TempPathFactory,
     run_graphrt: Callable[..., subprocess.CompletedProcess[str]],
 ) -> Path:
     """config.json of the media server: the three exported graphs as `graphrt export` wrote
-    them, the speech graph also naming two voices, and the LLM's graph; one image graph with a
+    them, the speech graph also naming two voices, and an LLM graph (the tiny random llama: its
+    tests are of serving beside images and of refusals, not of answers); one image graph with a
     LoRA adapter exported here (`--source_loras`); one image graph that lets no request wait."""
     root = tmp_path_factory.mktemp("media_repository")
     speech = root / SPEECH_MODEL
@@ -95,7 +97,7 @@ def media_config(
     llm = root / LLM_MODEL
     llm.mkdir()
     (llm / "graph.pbtxt").write_text(
-        text_generation_graph(TextGenerationSettings(models_path=str(smollm2_gguf))),
+        text_generation_graph(TextGenerationSettings(models_path=str(tiny_llm_gguf))),
         encoding="utf-8",
     )
     # The same image model behind a graph that lets no request wait (GRAPHRT_MAX_QUEUED_REQUESTS).
@@ -157,6 +159,7 @@ class Pipelines:
         self.ov: Any = importlib.import_module("openvino")
         self.models = models
         self._cache: dict[str, Any] = {}
+        self.kept = KeptResults(Pipelines, PROPERTIES)
 
     def _pipeline(self, kind: str) -> Any:
         if kind not in self._cache:
@@ -182,6 +185,11 @@ class Pipelines:
     def lora_images(self, prompt: str, alpha: float, **options: Any) -> np.ndarray[Any, Any]:
         """Text-to-image with the LoRA adapter at `alpha` (the pipeline compiled with it, as
         the server compiles every adapter of a graph)."""
+        models = [self.models["stable_diffusion"], self.models["stable_diffusion_lora"]]
+        call = ["lora_images", models, LORA_ALPHA, prompt, alpha, options]
+        return self.kept.get(call, lambda: self._lora_images(prompt, alpha, **options))
+
+    def _lora_images(self, prompt: str, alpha: float, **options: Any) -> np.ndarray[Any, Any]:
         genai = self.genai
         if "lora" not in self._cache:
             adapter = genai.Adapter(str(self.models["stable_diffusion_lora"]))
@@ -200,6 +208,10 @@ class Pipelines:
     ) -> np.ndarray[Any, Any]:
         """Images (n, H, W, 3) uint8 of text-to-image, or of an edit when given an image (and a
         mask: inpainting)."""
+        call = ["images", self.models["stable_diffusion"], prompt, list(inputs), options]
+        return self.kept.get(call, lambda: self._images(prompt, *inputs, **options))
+
+    def _images(self, prompt: str, *inputs: np.ndarray[Any, Any], **options: Any) -> Any:
         kind = ("text2image", "image2image", "inpainting")[len(inputs)]
         tensors = [self.ov.Tensor(np.ascontiguousarray(a[np.newaxis])) for a in inputs]
         result = self._pipeline(kind).generate(prompt, *tensors, **options)
@@ -212,6 +224,12 @@ class Pipelines:
         self, text: str, voice: str | None, **options: Any
     ) -> np.ndarray[Any, np.dtype[np.float32]]:
         """`text` spoken in `voice` (None: the model's default speaker)."""
+        call = ["speak", self.models["speecht5"], text, voice, options]
+        return self.kept.get(call, lambda: self._speak(text, voice, **options))
+
+    def _speak(
+        self, text: str, voice: str | None, **options: Any
+    ) -> np.ndarray[Any, np.dtype[np.float32]]:
         speaker = None if voice is None else self.ov.Tensor(voice_embedding(voice).reshape(1, 512))
         result = self._pipeline("speech").generate(text, speaker, **options)
         return np.array(result.speeches[0].data, dtype=np.float32, copy=True).reshape(-1)

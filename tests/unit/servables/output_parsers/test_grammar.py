@@ -2,8 +2,8 @@
 write a call that the same family's parser reads and whose arguments satisfy the schema.
 
 The engine test batches one request per grammar-bearing family through one
-ContinuousBatchingPipeline (greedy, at most 64 new tokens), so it costs one model load and one
-short batched generation.
+ContinuousBatchingPipeline (greedy, at most 64 new tokens): one model load and one short batched
+generation, kept in the test cache until the grammars, the model or the engine change.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from servables.llm.output_parsers import (
     make_output_parser,
     tool_call_structural_tag,
 )
-from tests.conftest import genai_loadable
+from tests.conftest import KeptResults, genai_loadable
 
 UNIT_TOOL: list[dict[str, Any]] = [
     {
@@ -104,31 +104,43 @@ def greedy_tag_config(genai: Any, document: Any, max_new_tokens: int) -> Any:
     return config
 
 
-def test_each_grammar_makes_smollm2_write_a_valid_call_its_parser_reads(
-    smollm2_gguf: Path,
-) -> None:
+def constrained_generations(model: Path, prompt: str, documents: list[Any]) -> list[list[int]]:
+    """The ids SmolLM2 generates for `prompt` under each structural-tag document, in one batch."""
     genai: Any = importlib.import_module("openvino_genai")
     scheduler = genai.SchedulerConfig()
     scheduler.cache_size = 1
-    pipeline = genai.ContinuousBatchingPipeline(
-        str(genai_loadable(smollm2_gguf)), scheduler, "CPU", {}
-    )
+    pipeline = genai.ContinuousBatchingPipeline(str(genai_loadable(model)), scheduler, "CPU", {})
     tokenizer = pipeline.get_tokenizer()
-    prompt = tokenizer.apply_chat_template(
-        [{"role": "user", "content": "What is the weather in Paris?"}], add_generation_prompt=True
-    )
-    configs = []
-    for family in GRAMMAR_FAMILIES:
-        document = tool_call_structural_tag(family, UNIT_TOOL, require_call=True)
-        configs.append(greedy_tag_config(genai, document, 64))
+    configs = [greedy_tag_config(genai, document, 64) for document in documents]
     ids = tokenizer.encode(prompt, add_special_tokens=False).input_ids
     results = pipeline.generate([ids] * len(configs), configs)
+    return [[int(token) for token in result.m_generation_ids[0]] for result in results]
+
+
+def test_each_grammar_makes_smollm2_write_a_valid_call_its_parser_reads(
+    smollm2_gguf: Path, smollm2_tokenizer: Any
+) -> None:
+    """The generations are kept in the test cache (KeptResults): a changed grammar document,
+    model or engine version generates again."""
+    prompt = smollm2_tokenizer.apply_chat_template(
+        [{"role": "user", "content": "What is the weather in Paris?"}], add_generation_prompt=True
+    )
+    documents = [
+        tool_call_structural_tag(family, UNIT_TOOL, require_call=True)
+        for family in GRAMMAR_FAMILIES
+    ]
+    kept = KeptResults(constrained_generations, greedy_tag_config, smollm2_gguf)
+    generations = kept.get(
+        [prompt, documents],
+        lambda: constrained_generations(smollm2_gguf, prompt, documents),
+    )
     schema = UNIT_TOOL[0]["function"]["parameters"]
-    for family, result in zip(GRAMMAR_FAMILIES, results, strict=True):
-        generated = [int(token) for token in result.m_generation_ids[0]]
+    for family, generated in zip(GRAMMAR_FAMILIES, generations, strict=True):
         parser = make_output_parser(family, None, tools=UNIT_TOOL)
         assert parser is not None
-        text = tokenizer.decode(generated, skip_special_tokens=not parser.keep_special_tokens)
+        text = smollm2_tokenizer.decode(
+            generated, skip_special_tokens=not parser.keep_special_tokens
+        )
         output = parser.parse(text)
         assert [call.name for call in output.tool_calls][:1] == ["get_weather"], (family, text)
         jsonschema.validate(json.loads(output.tool_calls[0].arguments), schema)
