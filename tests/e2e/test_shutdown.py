@@ -62,8 +62,8 @@ def test_a_group_sigterm_drains_like_a_signal_to_the_frontend(
         with server.http() as http:
             short = dict(stream_body(4), stream=False)
             assert http.post("/v3/chat/completions", json=short).status_code == 200
-            # ~1 s of the tiny llama's tokens: still streaming when the signal comes.
-            with http.stream("POST", "/v3/chat/completions", json=stream_body(1000)) as response:
+            # ~1.5 s of the tiny llama's tokens: still streaming when the signal comes.
+            with http.stream("POST", "/v3/chat/completions", json=stream_body(400)) as response:
                 assert response.status_code == 200
                 lines = response.iter_lines()
                 first = [line for line in itertools.islice(lines, 6) if line.startswith("data:")]
