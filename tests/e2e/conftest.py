@@ -776,7 +776,8 @@ class VlmGolden:
     def chat(
         self, messages: Sequence[Mapping[str, Any]], images: Sequence[Any], max_tokens: int
     ) -> Expected:
-        call = [messages, list(images), max_tokens]
+        # The prompt, not the messages: image URLs (a test server's port) do not decide it.
+        call = [self.prompt(messages), list(images), max_tokens]
         return Expected(*self.kept.get(call, lambda: self._greedy(messages, images, max_tokens)))
 
     def _greedy(
