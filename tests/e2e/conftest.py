@@ -437,12 +437,6 @@ def ir_model_dir(gguf: Path, target: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def smollm2_ir_dir(smollm2_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """SmolLM2 as an OpenVINO IR model directory (model + tokenizer/detokenizer)."""
-    return ir_model_dir(smollm2_gguf, tmp_path_factory.mktemp("ir_model"))
-
-
-@pytest.fixture(scope="session")
 def tiny_llm_ir_dir(tiny_llm_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny random llama as an OpenVINO IR model directory."""
     return ir_model_dir(tiny_llm_gguf, tmp_path_factory.mktemp("tiny_ir_model"))
