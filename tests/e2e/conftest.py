@@ -771,11 +771,12 @@ class VlmGolden:
         self, messages: Sequence[Mapping[str, Any]], images: Sequence[Any], max_tokens: int
     ) -> Expected:
         # The prompt, not the messages: image URLs (a test server's port) do not decide it.
-        call = [self.prompt(messages), list(images), max_tokens]
-        return Expected(*self.kept.get(call, lambda: self._greedy(messages, images, max_tokens)))
+        prompt = self.prompt(messages)
+        call = [prompt, list(images), max_tokens]
+        return Expected(*self.kept.get(call, lambda: self._greedy(prompt, images, max_tokens)))
 
     def _greedy(
-        self, messages: Sequence[Mapping[str, Any]], images: Sequence[Any], max_tokens: int
+        self, prompt: str, images: Sequence[Any], max_tokens: int
     ) -> tuple[str, int, int, str]:
         config = (
             self.pipeline.get_generation_config() if self.stateful else self.pipeline.get_config()
@@ -784,7 +785,6 @@ class VlmGolden:
         config.do_sample = False
         config.apply_chat_template = False
         tensors = [self.ov.Tensor(image) for image in images]
-        prompt = self.prompt(messages)
         if self.stateful:
             result = self.pipeline.generate(prompt, images=tensors, generation_config=config)
         else:
