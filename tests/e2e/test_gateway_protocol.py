@@ -89,7 +89,7 @@ def gateway_server(
 
 @dataclass(frozen=True)
 class Scrape:
-    at: float
+    at: float  # when it was asked for: the reading is of the server at or after this moment
     reading: endpoint_picker.Reading
 
 
@@ -107,8 +107,9 @@ class Scraper:
         with httpx.Client(base_url=self.server.base_url, timeout=30.0) as http:
             while not self._stop.is_set():
                 try:
+                    asked = time.monotonic()
                     text = http.get("/metrics").text
-                    self.scrapes.append(Scrape(time.monotonic(), endpoint_picker.read(text)))
+                    self.scrapes.append(Scrape(asked, endpoint_picker.read(text)))
                 except Exception as error:  # a parse or lookup failure fails the test
                     self.errors.append(error)
                     return
@@ -126,6 +127,13 @@ class Scraper:
 
     def since(self, moment: float) -> list[endpoint_picker.Reading]:
         return [scrape.reading for scrape in self.scrapes if scrape.at >= moment]
+
+    def await_scrape_after(self, moment: float, timeout: float = 30.0) -> None:
+        """Waits for a scrape that began after `moment`: stopping at once could end the
+        scraping with its last reading taken before the moment."""
+        deadline = time.monotonic() + timeout
+        while not self.since(moment) and self._thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(SCRAPE_SECONDS)
 
 
 def stream(
@@ -207,6 +215,7 @@ def test_past_capacity_requests_wait_and_the_adapter_is_listed(gateway_server: S
             thread.join(300)
         done = time.monotonic()
         idle = wait_idle(gateway_server)
+        scraper.await_scrape_after(done)
     readings = [scrape.reading for scrape in scraper.scrapes]
     assert all(r.running <= CAPACITY for r in readings), [r.running for r in readings]
     assert max(r.waiting for r in readings) >= burst - CAPACITY - 1
