@@ -10,6 +10,7 @@ models are listed with the LLM beside them.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,7 @@ LLM_MODEL = "smollm2"
 SLOW = {"size": "256x256", "num_inference_steps": 50}
 BURST = {"size": "256x256", "num_inference_steps": 30}
 BURST_IMAGES = 4
+HEALTH_CHECK_SECONDS = 0.02
 
 
 def image_request(model: str = IMAGE_MODEL, **extra: object) -> dict[str, object]:
@@ -46,7 +48,11 @@ async def test_images_do_not_stall_health_checks_or_a_chat_stream(
     media_server: ExactServer,
 ) -> None:
     """Slow image requests, a streaming chat and health checks at once: every health check is
-    answered and the chat stream finishes while images are still being generated."""
+    answered, and the chat streams all its tokens while images are still being generated.
+
+    Tokens are counted from the stream's usage, not its chunks: the tiny llama can outrun the
+    client, and the server then sends several tokens in one chunk."""
+    chat_tokens = 40
     async with httpx.AsyncClient(base_url=media_server.base_url, timeout=300) as http:
         images = [
             asyncio.create_task(
@@ -54,27 +60,39 @@ async def test_images_do_not_stall_health_checks_or_a_chat_stream(
             )
             for _ in range(BURST_IMAGES)
         ]
+        chat_done = asyncio.Event()
+        health_codes: list[int] = []
+
+        async def check_health() -> None:
+            while not chat_done.is_set():
+                health_codes.append((await http.get("/v2/health/ready")).status_code)
+                await asyncio.sleep(HEALTH_CHECK_SECONDS)
+
+        checks = asyncio.create_task(check_health())
         await asyncio.sleep(0.5)  # the first image is on the pipeline, the others wait
-        chat_chunks = 0
+        usage: dict[str, Any] = {}
         async with http.stream(
             "POST",
             "/v3/chat/completions",
             json={
                 "model": LLM_MODEL,
                 "messages": [{"role": "user", "content": "Count from one to twenty."}],
-                "max_tokens": 40,
+                "max_tokens": chat_tokens,
+                "ignore_eos": True,  # the tiny random llama may end at any token otherwise
                 "stream": True,
+                "stream_options": {"include_usage": True},
             },
         ) as chat:
             assert chat.status_code == 200
             async for line in chat.aiter_lines():
                 if line.startswith("data: {"):
-                    chat_chunks += 1
-                    health = await http.get("/v2/health/ready")
-                    assert health.status_code == 200
-        assert chat_chunks > 5
+                    usage = json.loads(line.removeprefix("data: ")).get("usage") or usage
+        chat_done.set()
+        await checks
+        assert usage.get("completion_tokens") == chat_tokens, usage
         assert sum(task.done() for task in images) < len(images)
         replies = await asyncio.gather(*images)
+    assert len(health_codes) > 5 and set(health_codes) == {200}, health_codes
     assert [reply.status_code for reply in replies] == [200] * BURST_IMAGES
 
 
