@@ -34,7 +34,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serving import Engine, server_scheduler, summarize  # benchmarks/ is not a package
+from serving import (  # benchmarks/ is not a package
+    Engine,
+    server_properties,
+    server_scheduler,
+    summarize,
+)
 
 CO_RUNNER = """
 import os, sys, time
@@ -63,7 +68,7 @@ def main() -> int:
         from graphrt.serving.default_model import default_model_path
 
         model = default_model_path()
-    engine = Engine(model, server_scheduler(), "CPU", {})
+    engine = Engine(model, server_scheduler(), "CPU", server_properties("CPU"))
     engine.run(1, 8, 8)  # warm-up
     requests = max(2 * args.concurrency, 8)
     share = args.busy_ms / args.period_ms / (os.cpu_count() or 1)

@@ -683,6 +683,14 @@ def server_scheduler(cache_size: int = 0, max_num_batched_tokens: int = 256) -> 
     }
 
 
+def server_properties(device: str) -> dict[str, Any]:
+    """The properties the server's engine process gives genai for a graph without plugin_config
+    (CPU pinning off on a CPU: servables/llm/engine/pipeline.py)."""
+    from servables.llm.engine.pipeline import with_engine_defaults
+
+    return with_engine_defaults(device, {})
+
+
 def scheduler_config(scheduler: dict[str, Any]) -> Any:
     """An openvino-genai SchedulerConfig with these settings (see `server_scheduler`)."""
     genai: Any = importlib.import_module("openvino_genai")
@@ -1079,7 +1087,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if not args.skip_engine:
             assert model is not None
-            engine = Engine(model, scheduler, args.device, {})
+            engine = Engine(model, scheduler, args.device, server_properties(args.device))
             warm, _ = engine.run(1, len(PROMPTS), WARMUP_TOKENS)
             print(f"engine warm-up: {sum(r.ok for r in warm)}/{len(warm)} ok", flush=True)
         if args.server_url:

@@ -137,12 +137,14 @@ def test_a_killed_engine_is_restarted_while_the_other_servable_serves(
             assert refused.status_code == 503, refused.text
             assert int(refused.headers["Retry-After"]) >= 1
             assert refused.json()["error"]["type"] == "server_error"
-            server.wait_for(
-                lambda h: "SIGKILL" in version_status(h, "a")["status"]["error_message"],
-                "the status to name the signal",
-                timeout=10,
-            )
-            assert version_status(http, "a")["state"] == "LOADING"
+            statuses: list[dict[str, Any]] = []  # one reading holds the message and the state
+
+            def names_the_signal(h: httpx.Client) -> bool:
+                statuses.append(version_status(h, "a"))
+                return "SIGKILL" in statuses[-1]["status"]["error_message"]
+
+            server.wait_for(names_the_signal, "the status to name the signal", timeout=10)
+            assert statuses[-1]["state"] == "LOADING", statuses[-1]
             server.wait_for_log("engine process of a was killed by signal SIGKILL; restarting")
 
             restarted = time.monotonic()

@@ -28,9 +28,9 @@ ITALY: list[ChatCompletionMessageParam] = [
     {"role": "user", "content": "What is the capital of Italy?"}
 ]
 NEW_LIMIT = 5
-# Long enough to outlast loading the replacement copy of the tiny llama (a second or two, while
-# its stream runs at several hundred tokens a second on two cores).
-STREAM_TOKENS = 2500
+# Long enough to outlast loading the replacement copy of the tiny llama, three times over: the
+# load took ~1.5 s beside the stream, which runs at ~650 tokens a second on two cores.
+STREAM_TOKENS = 4000
 AFTER_RELOAD = 20  # chunks the stall test reads after the reload answered
 # Longest pause allowed in a stream, or for /v2/health/live, while another servable loads.
 MAX_STALL = 1.0

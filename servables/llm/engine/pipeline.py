@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -122,14 +123,33 @@ def _scheduler_config(settings: dict[str, Any]) -> Any:
     return config
 
 
+# Each engine is a process of its own, and OpenVINO's CPU plugin pins a process's threads to cores
+# as if it had the machine alone. Pinned engines on the same cores do not share them fairly: on two
+# cores, loading a model (a reload's replacement) waited until a stream on another engine ended
+# (7-9 s against 0.4 s), and of two streams started together one ran as fast as alone while the
+# other crawled. Unpinned, they share the cores, and one stream alone was no slower (SmolLM2,
+# docs/performance.md).
+CPU_PINNING = "ENABLE_CPU_PINNING"
+
+
+def with_engine_defaults(device: str, properties: Mapping[str, Any]) -> dict[str, Any]:
+    """`properties` (a graph's plugin_config) with the engine's own defaults for `device`:
+    no CPU pinning on a CPU unless the plugin_config asks for it."""
+    merged = dict(properties)
+    if device == "CPU":
+        merged.setdefault(CPU_PINNING, False)
+    return merged
+
+
 def _properties(spec: EngineSpec) -> dict[str, Any]:
     import openvino_genai
 
-    properties = dict(spec.properties)
+    properties = with_engine_defaults(spec.device, spec.properties)
     if spec.draft:
         draft = dict(spec.draft)
         path = str(openable_gguf(Path(draft.pop("models_path"))))
         device = draft.pop("device", "") or spec.device
+        draft = with_engine_defaults(device, draft)
         scheduler = draft.pop("scheduler", None)
         if scheduler:
             draft["scheduler_config"] = _scheduler_config(scheduler)

@@ -144,9 +144,10 @@ def test_a_disconnect_stops_the_generation(media_server: ExactServer) -> None:
         time.sleep(0.05)
     steps = metric(media_server, "graphrt_pipeline_steps_total", IMAGE_MODEL) - steps_before
     # The preview went out after step 25 of 101; the job stops at the first step after the
-    # disconnect reaches it (a step here is ~30 ms: a few steps of slack for a loaded machine).
+    # disconnect reaches it (a step here is ~30 ms: ten steps of slack for a loaded machine, still
+    # far below the 100 asked for).
     first_preview = preview_steps(101, 3)[0] + 1
-    assert first_preview <= steps <= first_preview + 5, f"{steps} steps ran"
+    assert first_preview <= steps <= first_preview + 10, f"{steps} steps ran"
     assert metric(media_server, "graphrt_pipeline_cancelled_total", IMAGE_MODEL) > cancelled_before
     with media_server.http() as http:
         reply = http.post("/v3/images/generations", json={**image_request(), "size": "64x64"})
