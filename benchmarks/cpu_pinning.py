@@ -34,7 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from host import describe  # benchmarks/ is not a package
-from serving import PROMPTS, BackgroundServer, chat_payload
+from serving import PROBE_PATH, PROMPTS, BackgroundServer, chat_payload
 
 # Runs in a fresh process: argv = model dir, pinning (0/1), streams, tokens, benchmarks dir.
 WORKER = """
@@ -129,7 +129,7 @@ def reload_times(model: Path, pinned: bool, stream_tokens: int) -> dict[str, Any
                 "--file_system_poll_wait_seconds",
                 "0",
             ],
-            "/v2/health/ready",
+            PROBE_PATH,
         )
         try:
             server.wait_ready()
