@@ -9,13 +9,14 @@ what pinning changes, each run in fresh processes, the two settings alternating 
 2. through the server (`graphrt serve --config_path`, two graphs of the model, both with the
    setting in their plugin_config): how long `/v1/config/reload` takes to load a changed graph
    while a client streams `--stream-tokens` from the other one, against the same reload with
-   nothing streaming.
+   nothing streaming; then one stream of `--pair-tokens` to each graph at once (the time until
+   both ended).
 
 graphrt's engines run unpinned unless a graph's plugin_config sets ENABLE_CPU_PINNING
 (servables/llm/engine/pipeline.py); this is the measurement behind that default.
 
     python benchmarks/cpu_pinning.py [--model M] [--rounds 3] [--tokens 128] [--streams 8]
-        [--stream-tokens 1500]
+        [--stream-tokens 1500] [--pair-tokens 400]
 """
 
 from __future__ import annotations
@@ -111,8 +112,9 @@ def timed_reload(url: str, graph: Path) -> float:
     return time.monotonic() - began
 
 
-def reload_times(model: Path, pinned: bool, stream_tokens: int) -> dict[str, Any]:
-    """A reload with nothing running, then one while a client streams from the other graph."""
+def server_times(model: Path, pinned: bool, stream_tokens: int, pair_tokens: int) -> dict[str, Any]:
+    """A reload with nothing running, one while a client streams from the other graph, then a
+    stream to each graph at once."""
     with tempfile.TemporaryDirectory() as scratch:
         config = write_repository(Path(scratch), model, pinned)
         server = BackgroundServer(
@@ -140,9 +142,22 @@ def reload_times(model: Path, pinned: bool, stream_tokens: int) -> dict[str, Any
             time.sleep(1.0)  # the stream is under way
             busy = timed_reload(server.url, Path(scratch) / "reloaded" / "graph.pbtxt")
             streaming.join()
+            pair = [
+                threading.Thread(
+                    target=stream_to_end,
+                    args=(server.url, chat_payload(name, PROMPTS[0], pair_tokens)),
+                )
+                for name in ("streamed", "reloaded")
+            ]
+            began = time.monotonic()
+            for thread in pair:
+                thread.start()
+            for thread in pair:
+                thread.join()
+            both = time.monotonic() - began
         finally:
             server.stop()
-    return {"idle": idle, "busy": busy}
+    return {"idle": idle, "busy": busy, "pair": both}
 
 
 def stream_to_end(url: str, body: dict[str, Any]) -> None:
@@ -179,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--streams", type=int, default=8)
     parser.add_argument("--stream-tokens", type=int, default=1500)
+    parser.add_argument("--pair-tokens", type=int, default=400)
     args = parser.parse_args(argv)
     model = source_model(args.model)
     print(describe(), f"\nmodel: {model}", flush=True)
@@ -190,27 +206,29 @@ def main(argv: list[str] | None = None) -> int:
         for name in order:
             pinned = SETTINGS[name]
             rates[name].append(decode(engine_dir(model), pinned, args.streams, args.tokens))
-            reloads[name].append(reload_times(model, pinned, args.stream_tokens))
+            reloads[name].append(server_times(model, pinned, args.stream_tokens, args.pair_tokens))
             rate, reload = rates[name][-1], reloads[name][-1]
             print(
                 f"round {round_number + 1} {name}: {rate['one']:.1f} tok/s at 1 stream, "
                 f"{rate['many']:.1f} at {args.streams}; reload {reload['idle']:.1f} s idle, "
-                f"{reload['busy']:.1f} s beside a stream",
+                f"{reload['busy']:.1f} s beside a stream; two streams at once "
+                f"{reload['pair']:.1f} s",
                 flush=True,
             )
 
     print("\nmedians over rounds:")
     print(
         f"| setting | 1 stream tok/s | {args.streams} streams tok/s | reload, idle "
-        "| reload beside a stream |"
+        "| reload beside a stream | two streams at once |"
     )
-    print("|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|")
     for name in SETTINGS:
         print(
             f"| {name} | {statistics.median(r['one'] for r in rates[name]):.1f} | "
             f"{statistics.median(r['many'] for r in rates[name]):.1f} | "
             f"{statistics.median(r['idle'] for r in reloads[name]):.1f} s | "
-            f"{statistics.median(r['busy'] for r in reloads[name]):.1f} s |"
+            f"{statistics.median(r['busy'] for r in reloads[name]):.1f} s | "
+            f"{statistics.median(r['pair'] for r in reloads[name]):.1f} s |"
         )
     ratios = [
         (u["one"] / p["one"], u["many"] / p["many"])

@@ -124,11 +124,10 @@ def _scheduler_config(settings: dict[str, Any]) -> Any:
 
 
 # Each engine is a process of its own, and OpenVINO's CPU plugin pins a process's threads to cores
-# as if it had the machine alone. Pinned engines on the same cores do not share them fairly: on two
+# as if it had the machine alone. Pinned engines on the same cores get in each other's way: on two
 # cores, loading a model (a reload's replacement) waited until a stream on another engine ended
-# (7-9 s against 0.4 s), and of two streams started together one ran as fast as alone while the
-# other crawled. Unpinned, they share the cores, and one stream alone was no slower (SmolLM2,
-# docs/performance.md).
+# (7-9 s against 0.4 s), and two SmolLM2 streams on two models at once took 20-24 s pinned against
+# 15-18 s unpinned. One stream alone was no slower unpinned (benchmarks/cpu_pinning.py).
 CPU_PINNING = "ENABLE_CPU_PINNING"
 
 
