@@ -40,7 +40,7 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import KeptResults, genai_loadable, model_cache_dir
+from tests.conftest import KeptResults, genai_loadable
 
 MODEL_NAME = "smollm2"
 # The main server refuses max_tokens above this (tests of --max_tokens_limit).
@@ -950,8 +950,6 @@ class Fuzzer:
     def cases(self, path: str, count: int) -> list[tuple[Any, int]]:
         """`count` cases for `path`, each with a die (0-9) for `prepare`: from the cache, or
         generated and kept there."""
-        import pickle
-
         import hypothesis
         import schemathesis
 
@@ -959,18 +957,13 @@ class Fuzzer:
         (operation,) = [
             result.ok() for result in schema.get_all_operations() if result.ok().path == path
         ]
-        decided_by = [self.document, path, count, FUZZ_SEED]
-        versions = [hypothesis.__version__, schemathesis.__version__]
-        key = hashlib.sha256(json.dumps(decided_by + versions, sort_keys=True).encode())
-        kept = model_cache_dir() / "fuzz-cases" / f"{key.hexdigest()[:24]}.pickle"
-        try:
-            fields = pickle.loads(kept.read_bytes())
-        except (OSError, pickle.PickleError, EOFError):
-            fields = [(case_fields(case), dice) for case, dice in draw(operation, count)]
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            scratch = kept.with_name(f"{kept.name}.{os.getpid()}.partial")
-            scratch.write_bytes(pickle.dumps(fields))
-            scratch.replace(kept)
+        # Kept with the reference outputs: decided by the document, the path, the count, the
+        # seed, the code that draws them and the versions of Hypothesis and schemathesis.
+        kept = KeptResults(draw, case_fields, hypothesis.__version__, schemathesis.__version__)
+        fields = kept.get(
+            [self.document, path, count, FUZZ_SEED],
+            lambda: [(case_fields(case), dice) for case, dice in draw(operation, count)],
+        )
         return [(operation.Case(**values), dice) for values, dice in fields]
 
 
